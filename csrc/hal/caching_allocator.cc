@@ -1,0 +1,483 @@
+#include "hal/caching_allocator.h"
+
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "hal/caching_block.h"
+#include "hal/error.h"
+
+namespace openneuron::hal {
+namespace {
+
+// Requests above this would overflow the rounding; no device holds them.
+constexpr size_t kMaxRequest = std::numeric_limits<size_t>::max() / 2;
+
+std::string pointer_string(const void* ptr) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%p", ptr);
+  return buf;
+}
+
+}  // namespace
+
+struct CachingAllocator::Impl {
+  struct Segment {
+    Block* head;
+    size_t size;
+  };
+  // A free deferred until `event` (recorded on a queue using the block)
+  // completes.
+  struct PendingFree {
+    std::unique_ptr<Event> event;
+    Block* block;
+  };
+
+  Impl(Driver& d, int dev, size_t cap) : driver(d), device(dev), capacity(cap) {
+    // CUDA reports "no max_split_size" as SIZE_MAX cast to int64.
+    stats.max_split_size = -1;
+  }
+  ~Impl();
+
+  void* malloc(size_t orig_size, const Queue* queue);
+  void free(void* ptr);
+  void record_stream(void* ptr, Queue* queue);
+  Block* find_active(const void* ptr) const;
+
+  Block* get_free_block(BlockPool& pool, const Queue* queue, size_t size);
+  Block* alloc_segment(BlockPool& pool, const Queue* queue, size_t size);
+  Block* map_segment(BlockPool& pool, const Queue* queue, size_t bytes);
+  Block* use_block(Block* block, size_t size, size_t orig_size);
+  void free_block(Block* block);
+  void insert_events(Block* block);
+  void process_events();
+  void synchronize_and_free_events();
+  void release_cached_blocks();
+  void release_segment(Block* head);
+
+  BlockPool& pool_for(size_t size) {
+    return size <= kSmallSize ? small_pool : large_pool;
+  }
+
+  Driver& driver;
+  const int device;
+  const size_t capacity;
+  mutable std::mutex mutex;
+  AllocatorStats stats;
+  BlockPool small_pool{true};
+  BlockPool large_pool{false};
+  std::map<uintptr_t, Block*> active_blocks;  // allocated, by address
+  std::map<uintptr_t, Segment> segments;      // every segment, by address
+  std::vector<PendingFree> pending_frees;
+};
+
+CachingAllocator::Impl::~Impl() {
+  // Queues may still read or write deferred blocks; wait for them.
+  for (auto& pending : pending_frees) pending.event->synchronize();
+  for (auto& [address, segment] : segments) {
+    for (Block* b = segment.head; b != nullptr;) {
+      Block* next = b->next;
+      delete b;
+      b = next;
+    }
+    try {
+      driver.free(device, reinterpret_cast<void*>(address), segment.size);
+    } catch (...) {
+      // Nothing useful to do in a destructor.
+    }
+  }
+}
+
+void* CachingAllocator::Impl::malloc(size_t orig_size, const Queue* queue) {
+  process_events();
+  Block* block = nullptr;
+  size_t size = 0;
+  if (orig_size <= kMaxRequest) {
+    size = round_size(orig_size);
+    BlockPool& pool = pool_for(size);
+    block = get_free_block(pool, queue, size);
+    if (block == nullptr) block = alloc_segment(pool, queue, size);
+    if (block == nullptr) {
+      // Give the whole cache back and try once more: the room may be held
+      // by cached segments, or by blocks whose queues are still running.
+      release_cached_blocks();
+      ++stats.num_alloc_retries;
+      block = get_free_block(pool, queue, size);
+      if (block == nullptr) block = alloc_segment(pool, queue, size);
+    }
+  }
+  if (block == nullptr) {
+    ++stats.num_ooms;
+    const auto all = static_cast<size_t>(Pool::All);
+    throw OutOfMemoryError(
+        device, orig_size, capacity,
+        static_cast<size_t>(stats.allocated_bytes[all].current),
+        static_cast<size_t>(stats.reserved_bytes[all].current));
+  }
+  return use_block(block, size, orig_size)->ptr;
+}
+
+Block* CachingAllocator::Impl::get_free_block(BlockPool& pool,
+                                              const Queue* queue,
+                                              size_t size) {
+  Block key;
+  key.queue = queue;
+  key.size = size;
+  auto it = pool.blocks.lower_bound(&key);
+  if (it == pool.blocks.end() || (*it)->queue != queue) return nullptr;
+  Block* block = *it;
+  pool.blocks.erase(it);
+  return block;
+}
+
+Block* CachingAllocator::Impl::alloc_segment(BlockPool& pool,
+                                             const Queue* queue,
+                                             size_t size) {
+  const size_t preferred = segment_size(size);
+  Block* block = map_segment(pool, queue, preferred);
+  // Near the capacity, a mid-size request may still fit in a segment of its
+  // own size where the 20 MiB segment does not.
+  const size_t minimal = round_up(size, kRoundLarge);
+  if (block == nullptr && !pool.is_small && minimal < preferred) {
+    block = map_segment(pool, queue, minimal);
+  }
+  return block;
+}
+
+// Obtains a new segment from the driver, within the capacity.
+Block* CachingAllocator::Impl::map_segment(BlockPool& pool, const Queue* queue,
+                                           size_t bytes) {
+  const auto reserved = static_cast<size_t>(
+      stats.reserved_bytes[static_cast<size_t>(Pool::All)].current);
+  if (bytes > capacity || reserved > capacity - bytes) return nullptr;
+  void* ptr = driver.allocate(device, bytes);
+  if (ptr == nullptr) return nullptr;
+  auto* block = new Block;
+  block->ptr = static_cast<char*>(ptr);
+  block->size = bytes;
+  block->queue = queue;
+  block->pool = &pool;
+  segments.emplace(reinterpret_cast<uintptr_t>(ptr), Segment{block, bytes});
+  update_stat(stats.segment, pool.stat_pool(), 1);
+  update_stat(stats.reserved_bytes, pool.stat_pool(),
+              static_cast<int64_t>(bytes));
+  ++stats.num_device_alloc;
+  return block;
+}
+
+// Hands out `block` (not in any pool), splitting off the unused tail when it
+// is worth keeping.
+Block* CachingAllocator::Impl::use_block(Block* block, size_t size,
+                                         size_t orig_size) {
+  BlockPool& pool = *block->pool;
+  const Pool kind = pool.stat_pool();
+  const bool already_split = block->is_split();
+  const size_t remaining = block->size - size;
+  const bool split = pool.is_small ? remaining >= kMinBlockSize
+                                   : remaining > kSmallSize;
+  if (split) {
+    auto* rest = new Block;
+    rest->ptr = block->ptr + size;
+    rest->size = remaining;
+    rest->queue = block->queue;
+    rest->pool = &pool;
+    rest->prev = block;
+    rest->next = block->next;
+    if (rest->next != nullptr) rest->next->prev = rest;
+    block->next = rest;
+    block->size = size;
+    pool.blocks.insert(rest);
+    if (already_split) {
+      // An inactive split block shrank by `size`.
+      update_stat(stats.inactive_split_bytes, kind,
+                  -static_cast<int64_t>(size));
+    } else {
+      // A whole segment became split: its tail is a new inactive split block.
+      update_stat(stats.inactive_split, kind, 1);
+      update_stat(stats.inactive_split_bytes, kind,
+                  static_cast<int64_t>(remaining));
+    }
+  } else if (already_split) {
+    // An inactive split block became active whole.
+    update_stat(stats.inactive_split, kind, -1);
+    update_stat(stats.inactive_split_bytes, kind,
+                -static_cast<int64_t>(block->size));
+  }
+  block->allocated = true;
+  block->requested_size = orig_size;
+  active_blocks.emplace(reinterpret_cast<uintptr_t>(block->ptr), block);
+  const auto bytes = static_cast<int64_t>(block->size);
+  update_stat(stats.allocation, kind, 1);
+  update_stat(stats.allocated_bytes, kind, bytes);
+  update_stat(stats.active, kind, 1);
+  update_stat(stats.active_bytes, kind, bytes);
+  update_stat(stats.requested_bytes, kind, static_cast<int64_t>(orig_size));
+  return block;
+}
+
+void CachingAllocator::Impl::free(void* ptr) {
+  auto it = active_blocks.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == active_blocks.end()) {
+    throw InvalidArgumentError(
+        "free: pointer " + pointer_string(ptr) +
+        " is not a live allocation of the caching allocator of device " +
+        std::to_string(device) + " (never allocated there, or freed twice)");
+  }
+  Block* block = it->second;
+  active_blocks.erase(it);
+  block->allocated = false;
+  const Pool kind = block->pool->stat_pool();
+  // Allocated counters drop now; active ones when the block is truly free.
+  update_stat(stats.allocation, kind, -1);
+  update_stat(stats.allocated_bytes, kind,
+              -static_cast<int64_t>(block->size));
+  update_stat(stats.requested_bytes, kind,
+              -static_cast<int64_t>(block->requested_size));
+  if (!block->stream_uses.empty()) {
+    try {
+      insert_events(block);
+    } catch (...) {
+      // Without any event to wait for, the block can only be freed now.
+      if (block->event_count == 0) free_block(block);
+      throw;
+    }
+  } else {
+    free_block(block);
+  }
+}
+
+// Returns an unused block to its pool, merged with free neighbours.
+void CachingAllocator::Impl::free_block(Block* block) {
+  BlockPool& pool = *block->pool;
+  const Pool kind = pool.stat_pool();
+  const size_t original_size = block->size;
+  int64_t inactive_blocks = 0;
+  int64_t inactive_bytes = 0;
+  auto mergeable = [](const Block* b) {
+    return b != nullptr && !b->active();
+  };
+  // The lower block survives a merge, so segment heads stay put.
+  if (mergeable(block->prev)) {
+    Block* prev = block->prev;
+    pool.blocks.erase(prev);
+    inactive_blocks -= 1;
+    inactive_bytes -= static_cast<int64_t>(prev->size);
+    prev->size += block->size;
+    prev->next = block->next;
+    if (prev->next != nullptr) prev->next->prev = prev;
+    delete block;
+    block = prev;
+  }
+  if (mergeable(block->next)) {
+    Block* next = block->next;
+    pool.blocks.erase(next);
+    inactive_blocks -= 1;
+    inactive_bytes -= static_cast<int64_t>(next->size);
+    block->size += next->size;
+    block->next = next->next;
+    if (block->next != nullptr) block->next->prev = block;
+    delete next;
+  }
+  block->requested_size = 0;
+  pool.blocks.insert(block);
+  if (block->is_split()) {
+    inactive_blocks += 1;
+    inactive_bytes += static_cast<int64_t>(block->size);
+  }
+  update_stat(stats.inactive_split, kind, inactive_blocks);
+  update_stat(stats.inactive_split_bytes, kind, inactive_bytes);
+  update_stat(stats.active, kind, -1);
+  update_stat(stats.active_bytes, kind, -static_cast<int64_t>(original_size));
+}
+
+void CachingAllocator::Impl::record_stream(void* ptr, Queue* queue) {
+  Block* block = find_active(ptr);
+  if (block == nullptr || block->ptr != ptr) {
+    throw InvalidArgumentError("record_stream: pointer " +
+                               pointer_string(ptr) +
+                               " is not a live allocation of device " +
+                               std::to_string(device));
+  }
+  // The allocating queue already orders the block's reuse.
+  if (queue == nullptr || queue == block->queue) return;
+  block->stream_uses.insert(queue);
+}
+
+// One event per extra queue; the block is reused once all of them complete.
+void CachingAllocator::Impl::insert_events(Block* block) {
+  std::set<Queue*> queues = std::move(block->stream_uses);
+  block->stream_uses.clear();
+  for (Queue* queue : queues) {
+    std::unique_ptr<Event> event =
+        driver.create_event(queue->device(), /*enable_timing=*/false);
+    queue->record(*event);
+    ++block->event_count;
+    pending_frees.push_back({std::move(event), block});
+  }
+}
+
+void CachingAllocator::Impl::process_events() {
+  for (size_t i = 0; i < pending_frees.size();) {
+    if (!pending_frees[i].event->query()) {
+      ++i;
+      continue;
+    }
+    Block* block = pending_frees[i].block;
+    pending_frees[i] = std::move(pending_frees.back());
+    pending_frees.pop_back();
+    if (--block->event_count == 0) free_block(block);
+  }
+}
+
+void CachingAllocator::Impl::synchronize_and_free_events() {
+  ++stats.num_sync_all_streams;
+  std::vector<PendingFree> pending = std::move(pending_frees);
+  pending_frees.clear();
+  for (auto& [event, block] : pending) {
+    event->synchronize();
+    if (--block->event_count == 0) free_block(block);
+  }
+}
+
+void CachingAllocator::Impl::release_cached_blocks() {
+  synchronize_and_free_events();
+  for (BlockPool* pool : {&small_pool, &large_pool}) {
+    for (auto it = pool->blocks.begin(); it != pool->blocks.end();) {
+      Block* block = *it;
+      if (block->is_split()) {
+        ++it;
+        continue;
+      }
+      it = pool->blocks.erase(it);
+      release_segment(block);
+    }
+  }
+}
+
+// Gives a whole unused segment (one unsplit free block) back to the driver.
+void CachingAllocator::Impl::release_segment(Block* head) {
+  const Pool kind = head->pool->stat_pool();
+  segments.erase(reinterpret_cast<uintptr_t>(head->ptr));
+  driver.free(device, head->ptr, head->size);
+  update_stat(stats.segment, kind, -1);
+  update_stat(stats.reserved_bytes, kind, -static_cast<int64_t>(head->size));
+  ++stats.num_device_free;
+  delete head;
+}
+
+// The allocated block containing `ptr`, or nullptr.
+Block* CachingAllocator::Impl::find_active(const void* ptr) const {
+  const auto address = reinterpret_cast<uintptr_t>(ptr);
+  auto it = active_blocks.upper_bound(address);
+  if (it == active_blocks.begin()) return nullptr;
+  --it;
+  Block* block = it->second;
+  return address < it->first + block->size ? block : nullptr;
+}
+
+CachingAllocator::CachingAllocator(Driver& driver, int device, size_t capacity)
+    : impl_(std::make_unique<Impl>(driver, device, capacity)),
+      device_(device),
+      capacity_(capacity) {}
+
+CachingAllocator::~CachingAllocator() = default;
+
+void* CachingAllocator::allocate(size_t bytes, const Queue* queue) {
+  if (bytes == 0) return nullptr;
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->malloc(bytes, queue);
+}
+
+void CachingAllocator::free(void* ptr) {
+  if (ptr == nullptr) return;
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->free(ptr);
+}
+
+void CachingAllocator::record_stream(void* ptr, Queue* queue) {
+  if (ptr == nullptr) return;
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->record_stream(ptr, queue);
+}
+
+bool CachingAllocator::owns(void* ptr) const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->active_blocks.count(reinterpret_cast<uintptr_t>(ptr)) != 0;
+}
+
+size_t CachingAllocator::allocation_size(void* ptr) const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const Block* block = impl_->find_active(ptr);
+  return block == nullptr ? 0 : block->size;
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->release_cached_blocks();
+}
+
+AllocatorStats CachingAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->stats;
+}
+
+void CachingAllocator::reset_peak_stats() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  AllocatorStats& s = impl_->stats;
+  for (StatArray* array :
+       {&s.allocation, &s.segment, &s.active, &s.inactive_split,
+        &s.allocated_bytes, &s.reserved_bytes, &s.active_bytes,
+        &s.inactive_split_bytes, &s.requested_bytes}) {
+    for (Stat& stat : *array) stat.reset_peak();
+  }
+  s.oversize_allocations.reset_peak();
+  s.oversize_segments.reset_peak();
+}
+
+void CachingAllocator::reset_accumulated_stats() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  AllocatorStats& s = impl_->stats;
+  for (StatArray* array :
+       {&s.allocation, &s.segment, &s.active, &s.inactive_split,
+        &s.allocated_bytes, &s.reserved_bytes, &s.active_bytes,
+        &s.inactive_split_bytes, &s.requested_bytes}) {
+    for (Stat& stat : *array) stat.reset_accumulated();
+  }
+  s.oversize_allocations.reset_accumulated();
+  s.oversize_segments.reset_accumulated();
+  s.num_alloc_retries = 0;
+  s.num_ooms = 0;
+  s.num_sync_all_streams = 0;
+  s.num_device_alloc = 0;
+  s.num_device_free = 0;
+}
+
+std::vector<SegmentSnapshot> CachingAllocator::snapshot() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  std::vector<SegmentSnapshot> result;
+  result.reserve(impl_->segments.size());
+  for (const auto& [address, segment] : impl_->segments) {
+    SegmentSnapshot snap;
+    snap.device = device_;
+    snap.address = address;
+    snap.total_size = segment.size;
+    snap.queue = segment.head->queue;
+    snap.is_large = !segment.head->pool->is_small;
+    for (const Block* b = segment.head; b != nullptr; b = b->next) {
+      BlockSnapshot block;
+      block.size = b->size;
+      block.requested_size = b->active() ? b->requested_size : 0;
+      block.allocated = b->allocated;
+      block.active = b->active();
+      if (b->allocated) snap.allocated_size += b->size;
+      if (b->active()) snap.active_size += b->size;
+      snap.blocks.push_back(block);
+    }
+    result.push_back(std::move(snap));
+  }
+  return result;
+}
+
+}  // namespace openneuron::hal

@@ -1,0 +1,45 @@
+// The driver interface: everything the layers above need from a device.
+// A new driver implements this class and registers itself in registry.cc;
+// tests/hal/driver_conformance_test.cc checks any driver against it.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "hal/event.h"
+#include "hal/queue.h"
+#include "hal/types.h"
+
+namespace openneuron::hal {
+
+class Driver {
+ public:
+  virtual ~Driver() = default;
+  virtual std::string name() const = 0;
+  virtual int device_count() const = 0;
+  // Throws InvalidDeviceError for a bad index (as do all per-device calls).
+  virtual DeviceProperties properties(int device) const = 0;
+
+  // Raw device memory, for the caching allocator. Returns nullptr when the
+  // device has no room left; never throws for lack of memory.
+  virtual void* allocate(int device, size_t bytes) = 0;
+  virtual void free(int device, void* ptr, size_t bytes) = 0;
+  // Bytes currently obtained through allocate() on `device`.
+  virtual size_t used_memory(int device) const = 0;
+
+  // Synchronous copy: returns when the bytes are in place.
+  virtual void copy(void* dst, const void* src, size_t bytes,
+                    CopyKind kind) = 0;
+
+  virtual std::unique_ptr<Queue> create_queue(int device, int priority) = 0;
+  virtual std::unique_ptr<Event> create_event(int device,
+                                              bool enable_timing) = 0;
+  // Blocks until every queue of `device` is idle.
+  virtual void synchronize(int device) = 0;
+};
+
+// The process-wide driver, chosen by OPENNEURON_DRIVER (default "host").
+Driver& driver();
+
+}  // namespace openneuron::hal

@@ -1,0 +1,169 @@
+#include "hal/drivers/host/host_driver.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <thread>
+#include <utility>
+
+#include "hal/config.h"
+#include "hal/drivers/host/host_event.h"
+#include "hal/drivers/host/host_queue.h"
+#include "hal/error.h"
+
+namespace openneuron::hal {
+namespace {
+
+constexpr size_t kPageSize = 4096;
+// From this size on, memory comes from mmap: pages the program never touches
+// cost no RSS, and munmap returns the memory to the OS at once.
+constexpr size_t kMmapThreshold = size_t{1} << 20;
+
+}  // namespace
+
+HostDriver::HostDriver()
+    : HostDriver(config().host_device_count, config().host_device_memory) {}
+
+HostDriver::HostDriver(int device_count, size_t capacity_per_device)
+    : device_count_(device_count), capacity_(capacity_per_device) {
+  devices_.reserve(device_count);
+  for (int i = 0; i < device_count; ++i) {
+    devices_.push_back(std::make_unique<DeviceState>());
+  }
+}
+
+HostDriver::~HostDriver() {
+  for (auto& device : devices_) {
+    for (auto& [ptr, mapping] : device->allocations) {
+      if (mapping.mmapped) {
+        munmap(ptr, mapping.bytes);
+      } else {
+        std::free(ptr);
+      }
+    }
+  }
+}
+
+void HostDriver::check_device(int device) const {
+  if (device < 0 || device >= device_count_) {
+    throw InvalidDeviceError(device, device_count_);
+  }
+}
+
+DeviceProperties HostDriver::properties(int device) const {
+  check_device(device);
+  DeviceProperties props;
+  props.name = "OpenNeuron host device " + std::to_string(device);
+  props.driver = "host";
+  props.total_memory = capacity_;
+  props.compute_units =
+      static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  props.host_addressable = true;
+  return props;
+}
+
+void* HostDriver::allocate(int device, size_t bytes) {
+  check_device(device);
+  if (bytes == 0) return nullptr;
+  DeviceState& state = *devices_[device];
+  {
+    // Reserve first so concurrent callers cannot overshoot the capacity.
+    std::lock_guard<std::mutex> lock(state.mutex);
+    if (bytes > capacity_ - state.used) return nullptr;
+    state.used += bytes;
+  }
+  void* ptr = nullptr;
+  const bool use_mmap = bytes >= kMmapThreshold;
+  if (use_mmap) {
+    ptr = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (ptr == MAP_FAILED) ptr = nullptr;
+  } else if (posix_memalign(&ptr, kPageSize, bytes) != 0) {
+    ptr = nullptr;
+  }
+  std::lock_guard<std::mutex> lock(state.mutex);
+  if (ptr == nullptr) {
+    state.used -= bytes;
+    return nullptr;
+  }
+  state.allocations.emplace(ptr, Mapping{bytes, use_mmap});
+  return ptr;
+}
+
+void HostDriver::free(int device, void* ptr, size_t bytes) {
+  check_device(device);
+  if (ptr == nullptr) return;
+  DeviceState& state = *devices_[device];
+  Mapping mapping;
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    auto it = state.allocations.find(ptr);
+    if (it == state.allocations.end() || it->second.bytes != bytes) {
+      throw InvalidArgumentError(
+          "HostDriver::free: pointer was not allocated on device " +
+          std::to_string(device) + " with " + std::to_string(bytes) +
+          " bytes");
+    }
+    mapping = it->second;
+    state.allocations.erase(it);
+    state.used -= bytes;
+  }
+  if (mapping.mmapped) {
+    munmap(ptr, mapping.bytes);
+  } else {
+    std::free(ptr);
+  }
+}
+
+size_t HostDriver::used_memory(int device) const {
+  check_device(device);
+  DeviceState& state = *devices_[device];
+  std::lock_guard<std::mutex> lock(state.mutex);
+  return state.used;
+}
+
+void HostDriver::copy(void* dst, const void* src, size_t bytes,
+                      CopyKind /*kind*/) {
+  if (bytes != 0) std::memcpy(dst, src, bytes);
+}
+
+std::unique_ptr<Queue> HostDriver::create_queue(int device, int priority) {
+  check_device(device);
+  auto queue = std::make_unique<HostQueue>(device, priority);
+  DeviceState& state = *devices_[device];
+  std::lock_guard<std::mutex> lock(state.mutex);
+  // Drop entries of destroyed queues so the list does not grow forever.
+  std::erase_if(state.queues, [](const auto& q) { return q.expired(); });
+  state.queues.push_back(queue->core());
+  return queue;
+}
+
+std::unique_ptr<Event> HostDriver::create_event(int device,
+                                                bool enable_timing) {
+  check_device(device);
+  return std::make_unique<HostEvent>(device, enable_timing);
+}
+
+void HostDriver::synchronize(int device) {
+  check_device(device);
+  std::vector<std::shared_ptr<HostQueueCore>> queues;
+  {
+    std::lock_guard<std::mutex> lock(devices_[device]->mutex);
+    for (const auto& weak : devices_[device]->queues) {
+      if (auto queue = weak.lock()) queues.push_back(std::move(queue));
+    }
+  }
+  // Wait for all queues first, then report the first error (consuming it,
+  // as the queue's own synchronize would).
+  std::exception_ptr first_error;
+  for (const auto& queue : queues) {
+    std::exception_ptr error = queue->wait_idle();
+    if (error && !first_error) first_error = error;
+  }
+  if (first_error) std::rethrow_exception(first_error);
+}
+
+}  // namespace openneuron::hal

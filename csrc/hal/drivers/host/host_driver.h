@@ -1,0 +1,61 @@
+// The `host` driver: each device is a slice of this machine's RAM, bounded by
+// accounting, and the CPU does the work. It lets the whole stack run and be
+// tested on any machine.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "hal/driver.h"
+
+namespace openneuron::hal {
+
+class HostQueueCore;
+
+class HostDriver : public Driver {
+ public:
+  // Devices and capacity from config().
+  HostDriver();
+  // Explicit sizes, for tests.
+  HostDriver(int device_count, size_t capacity_per_device);
+  ~HostDriver() override;
+
+  std::string name() const override { return "host"; }
+  int device_count() const override { return device_count_; }
+  DeviceProperties properties(int device) const override;
+
+  void* allocate(int device, size_t bytes) override;
+  void free(int device, void* ptr, size_t bytes) override;
+  size_t used_memory(int device) const override;
+
+  void copy(void* dst, const void* src, size_t bytes, CopyKind kind) override;
+
+  std::unique_ptr<Queue> create_queue(int device, int priority) override;
+  std::unique_ptr<Event> create_event(int device, bool enable_timing) override;
+  void synchronize(int device) override;
+
+ private:
+  struct Mapping {
+    size_t bytes;
+    bool mmapped;
+  };
+  struct DeviceState {
+    std::mutex mutex;
+    size_t used = 0;
+    std::unordered_map<void*, Mapping> allocations;
+    // Live queues, for synchronize(); weak so queues need not unregister.
+    std::vector<std::weak_ptr<HostQueueCore>> queues;
+  };
+
+  void check_device(int device) const;
+
+  int device_count_;
+  size_t capacity_;
+  std::vector<std::unique_ptr<DeviceState>> devices_;
+};
+
+}  // namespace openneuron::hal

@@ -1,0 +1,21 @@
+// Plain value types shared by every driver.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace openneuron::hal {
+
+struct DeviceProperties {
+  std::string name;           // e.g. "OpenNeuron host device 0"
+  std::string driver;         // e.g. "host"
+  size_t total_memory = 0;    // bytes the device may hand out (its capacity)
+  int compute_units = 0;      // parallel workers a kernel can use
+  bool host_addressable = false;  // host code may read/write device memory
+};
+
+enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
+
+const char* to_string(CopyKind kind);
+
+}  // namespace openneuron::hal

@@ -1,0 +1,115 @@
+// Copies between the host and neuron devices, with CUDA's semantics for
+// non_blocking: a copy between device memory and pinned host memory is queued
+// on the current stream and returns at once; any other copy (pageable host
+// memory, dtype or layout conversion) completes before returning, so data is
+// never read or written behind the caller's back.
+#include <ATen/ops/_local_scalar_dense_native.h>
+#include <torch/library.h>
+
+#include "hal/pinned_allocator.h"
+#include "torch/aten/cpu_views.h"
+#include "torch/runtime/cpu_allocation_redirect.h"
+#include "torch/runtime/device.h"
+#include "torch/runtime/pinned_allocator.h"
+#include "torch/runtime/settings.h"
+#include "torch/runtime/streams.h"
+#include "torch/runtime/transfer_stats.h"
+
+namespace openneuron::integration {
+namespace {
+
+bool on_neuron(const at::Tensor& t) { return t.device().type() == kNeuron; }
+
+bool can_copy_async(const at::Tensor& dst, const at::Tensor& src) {
+  const at::Tensor& host = on_neuron(dst) ? src : dst;
+  return on_neuron(dst) != on_neuron(src) && host.is_cpu() &&
+         dst.dtype() == src.dtype() && dst.sizes().equals(src.sizes()) &&
+         dst.is_contiguous() && src.is_contiguous() &&
+         dst.is_conj() == src.is_conj() && dst.is_neg() == src.is_neg() &&
+         is_pinned_ptr(host.data_ptr());
+}
+
+void copy_async(const at::Tensor& dst, const at::Tensor& src) {
+  const bool to_device = on_neuron(dst);
+  const auto device = (to_device ? dst : src).device().index();
+  auto& queue = queue_for(current_stream(device));
+  const size_t nbytes = dst.nbytes();
+  record_transfer(to_device ? Direction::HostToDevice : Direction::DeviceToHost,
+                  nbytes);
+  queue.copy_async(dst.data_ptr(), src.data_ptr(), nbytes,
+                   to_device ? hal::CopyKind::HostToDevice
+                             : hal::CopyKind::DeviceToHost);
+  // The pinned block must not be reused before the copy has run.
+  hal::pinned_allocator().record_use(
+      to_device ? src.const_data_ptr() : dst.const_data_ptr(), queue);
+  if (settings().launch_blocking) queue.synchronize();
+}
+
+void record_copy(const at::Tensor& dst, const at::Tensor& src) {
+  if (on_neuron(dst) && on_neuron(src)) {
+    if (dst.device() != src.device())
+      record_transfer(Direction::DeviceToDevice, src.nbytes());
+  } else if (on_neuron(dst)) {
+    record_transfer(Direction::HostToDevice, src.nbytes());
+  } else {
+    record_transfer(Direction::DeviceToHost, src.nbytes());
+  }
+}
+
+at::Tensor& copy_into(at::Tensor& dst, const at::Tensor& src,
+                      bool non_blocking) {
+  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&dst, &src}) {
+    TORCH_CHECK(on_neuron(*t) || t->is_cpu(), "copy_: cannot copy between ",
+                src.device(), " and ", dst.device(),
+                "; neuron tensors copy to and from CPU and neuron tensors.");
+  }
+  if (dst.numel() == 0) return dst;
+  if (non_blocking && can_copy_async(dst, src)) {
+    copy_async(dst, src);
+    return dst;
+  }
+  const auto device = (on_neuron(dst) ? dst : src).device().index();
+  if (on_neuron(src)) wait_current_stream(src.device().index());
+  if (on_neuron(dst)) wait_current_stream(dst.device().index());
+  record_copy(dst, src);
+  CpuViews views(device);
+  auto cpu_dst = on_neuron(dst) ? views.to_cpu(dst) : dst;
+  const auto cpu_src = on_neuron(src) ? views.to_cpu(src) : src;
+  RedirectCpuAllocations redirect(device);
+  cpu_dst.copy_(cpu_src);
+  return dst;
+}
+
+at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  return copy_into(self, src, non_blocking);
+}
+
+at::Tensor _copy_from(const at::Tensor& self, const at::Tensor& dst,
+                      bool non_blocking) {
+  at::Tensor out = dst;
+  return copy_into(out, self, non_blocking);
+}
+
+at::Tensor _copy_from_and_resize(const at::Tensor& self,
+                                 const at::Tensor& dst) {
+  dst.resize_(self.sizes());
+  at::Tensor out = dst;
+  return copy_into(out, self, false);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  wait_current_stream(self.device().index());
+  record_transfer(Direction::DeviceToHost, self.itemsize());
+  CpuViews views(self.device().index());
+  return at::native::_local_scalar_dense_cpu(views.to_cpu(self));
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("copy_", TORCH_FN(copy_));
+  m.impl("_copy_from", TORCH_FN(_copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(_copy_from_and_resize));
+  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+}
+
+}  // namespace
+}  // namespace openneuron::integration

@@ -1,0 +1,77 @@
+#include "torch/aten/cpu_fallback.h"
+
+#include <chrono>
+#include <map>
+#include <mutex>
+
+#include <ATen/native/CPUFallback.h>
+#include <c10/util/Exception.h>
+
+#include "torch/runtime/settings.h"
+#include "torch/runtime/transfer_stats.h"
+
+namespace openneuron::integration {
+namespace {
+
+struct Report {
+  std::mutex mutex;
+  std::map<std::string, FallbackRecord> records;
+};
+
+Report& report() {
+  static auto* r = new Report();
+  return *r;
+}
+
+// Returns true the first time `op` falls back (for warn-once).
+bool record_call(const std::string& op, double seconds) {
+  auto& r = report();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto& rec = r.records[op];
+  rec.op = op;
+  rec.calls += 1;
+  rec.seconds += seconds;
+  return rec.calls == 1;
+}
+
+}  // namespace
+
+void run_on_cpu_with_copies(const c10::OperatorHandle& op, const OpInfo& info,
+                            torch::jit::Stack* stack) {
+  const auto policy = settings().cpu_fallback;
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      policy != FallbackPolicy::Error, info.name,
+      " would run on the CPU with copies (CPU fallback), and "
+      "OPENNEURON_CPU_FALLBACK=error forbids it.");
+  const auto start = std::chrono::steady_clock::now();
+  {
+    TransferCauseGuard cause(Cause::CpuFallback);
+    at::native::cpu_fallback(op, stack);
+  }
+  const std::chrono::duration<double> took =
+      std::chrono::steady_clock::now() - start;
+  const bool first = record_call(info.name, took.count());
+  if (first && policy == FallbackPolicy::Warn) {
+    TORCH_WARN(info.name,
+               " ran on the CPU with copies to and from the neuron device (CPU "
+               "fallback). See torch.neuron.fallback_report(); set "
+               "OPENNEURON_CPU_FALLBACK=silent or error to change this "
+               "warning.");
+  }
+}
+
+std::vector<FallbackRecord> fallback_report() {
+  auto& r = report();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  std::vector<FallbackRecord> out;
+  for (auto& [name, rec] : r.records) out.push_back(rec);
+  return out;
+}
+
+void reset_fallback_report() {
+  auto& r = report();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.records.clear();
+}
+
+}  // namespace openneuron::integration

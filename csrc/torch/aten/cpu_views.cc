@@ -1,0 +1,125 @@
+#include "torch/aten/cpu_views.h"
+
+#include <cstring>
+
+#include <c10/core/TensorImpl.h>
+
+#include "torch/runtime/cpu_allocation_redirect.h"
+#include "torch/runtime/device.h"
+#include "torch/runtime/device_allocator.h"
+#include "torch/runtime/transfer_stats.h"
+
+namespace openneuron::integration {
+namespace {
+
+at::Tensor make_tensor(c10::Storage storage, c10::DispatchKey key,
+                       const at::Tensor& like) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(key), like.dtype());
+  impl->set_sizes_and_strides(like.sizes(), like.strides(),
+                              like.storage_offset());
+  impl->_set_conj(like.is_conj());
+  impl->_set_neg(like.is_neg());
+  return at::Tensor(std::move(impl));
+}
+
+bool same_metadata(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes().equals(b.sizes()) && a.strides().equals(b.strides()) &&
+         a.storage_offset() == b.storage_offset();
+}
+
+}  // namespace
+
+c10::Storage CpuViews::to_cpu(const c10::Storage& neuron_storage) {
+  for (auto& [neuron, cpu] : storages_)
+    if (neuron.is_alias_of(neuron_storage)) return cpu;
+  auto* impl = neuron_storage.unsafeGetStorageImpl();
+  c10::Storage cpu(c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), impl->nbytes(),
+      c10::DataPtr(impl->mutable_data(), c10::Device(c10::kCPU)),
+      device_memory_as_cpu_allocator(neuron_storage.device().index()),
+      impl->resizable()));
+  storages_.emplace_back(neuron_storage, cpu);
+  return cpu;
+}
+
+at::Tensor CpuViews::to_cpu(const at::Tensor& t) {
+  for (auto& [cpu, neuron] : tensors_)
+    if (neuron.is_same(t)) return cpu;
+  auto cpu = make_tensor(to_cpu(t.storage()), c10::DispatchKey::CPU, t);
+  tensors_.emplace_back(cpu, t);
+  return cpu;
+}
+
+void CpuViews::write_back() {
+  // Storages first: a resize moved the bytes into fresh device memory.
+  for (auto& [neuron, cpu] : storages_) {
+    auto* n = neuron.unsafeGetStorageImpl();
+    auto* c = cpu.unsafeGetStorageImpl();
+    if (c->data() == n->data() && c->nbytes() == n->nbytes()) continue;
+    auto data = c->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));
+    const size_t nbytes = c->nbytes();
+    c->set_data_ptr_noswap(
+        c10::DataPtr(data.get(), c10::Device(c10::kCPU)));  // view stays valid
+    if (data.get() && !is_device_memory(data)) {
+      // Not expected (view storages allocate device memory); copy to be safe.
+      auto copy = allocate_device_memory(nbytes, device_, neuron.device());
+      std::memcpy(copy.get(), data.get(), nbytes);
+      record_transfer(Direction::HostToDevice, nbytes);
+      data = std::move(copy);
+    }
+    data.unsafe_set_device(neuron.device());
+    n->set_data_ptr_noswap(std::move(data));
+    n->set_nbytes(nbytes);
+  }
+  for (auto& [cpu, neuron] : tensors_) {
+    auto* impl = neuron.unsafeGetTensorImpl();
+    if (!cpu.storage().is_alias_of(to_cpu(neuron.storage())))
+      impl->set_storage_keep_dtype(neuron_storage_for(cpu.storage()));
+    if (!same_metadata(cpu, neuron))
+      impl->set_sizes_and_strides(cpu.sizes(), cpu.strides(),
+                                  cpu.storage_offset());
+  }
+}
+
+c10::Storage CpuViews::neuron_storage_for(const c10::Storage& cpu_storage) {
+  for (auto& [neuron, cpu] : storages_)
+    if (cpu.is_alias_of(cpu_storage)) return neuron;
+  for (auto& [cpu, neuron] : adopted_)
+    if (cpu == cpu_storage.unsafeGetStorageImpl()) return neuron;
+  auto neuron = adopt(cpu_storage);
+  adopted_.emplace_back(cpu_storage.unsafeGetStorageImpl(), neuron);
+  return neuron;
+}
+
+c10::Storage CpuViews::adopt(const c10::Storage& cpu_storage) {
+  auto* c = cpu_storage.unsafeGetStorageImpl();
+  const size_t nbytes = c->nbytes();
+  const c10::Device device(kNeuron, device_);
+  c10::DataPtr data;
+  if (c->data_ptr().get() == nullptr || is_device_memory(c->data_ptr())) {
+    // Born in device memory: take ownership, no copy.
+    data = c->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));
+    c->set_data_ptr_noswap(c10::DataPtr(data.get(), c10::Device(c10::kCPU)));
+    data.unsafe_set_device(device);
+  } else {
+    // Allocated outside the redirect (e.g. on a worker thread): copy it in.
+    TransferCauseGuard cause(Cause::KernelOutput);
+    data = allocate_device_memory(nbytes, device_, device);
+    if (nbytes) std::memcpy(data.get(), c->data(), nbytes);
+    record_transfer(Direction::HostToDevice, nbytes);
+  }
+  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), nbytes, std::move(data),
+      c10::GetAllocator(kNeuron), /*resizable=*/true));
+}
+
+at::Tensor CpuViews::to_neuron(const at::Tensor& cpu_tensor) {
+  if (!cpu_tensor.defined() || !cpu_tensor.is_cpu()) return cpu_tensor;
+  for (auto& [cpu, neuron] : tensors_)
+    if (cpu.is_same(cpu_tensor)) return neuron;
+  return make_tensor(neuron_storage_for(cpu_tensor.storage()),
+                     c10::DispatchKey::PrivateUse1, cpu_tensor);
+}
+
+}  // namespace openneuron::integration

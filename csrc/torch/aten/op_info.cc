@@ -1,0 +1,59 @@
+#include "torch/aten/op_info.h"
+
+#include <memory>
+#include <mutex>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "torch/runtime/settings.h"
+
+namespace openneuron::integration {
+namespace {
+
+const std::unordered_set<std::string_view>& no_device_check_ops() {
+  static const std::unordered_set<std::string_view> ops = {
+#include "device_check_table.inc"
+  };
+  return ops;
+}
+
+// Ops that, like on CUDA, take CPU index or source tensors next to device ones.
+bool takes_cpu_tensors(std::string_view name) {
+  for (std::string_view prefix :
+       {"aten::index.", "aten::index_put", "aten::_index_put_impl_",
+        "aten::copy_", "aten::_copy_from", "aten::_to_copy", "aten::set_",
+        "aten::_unsafe_index"}) {
+    if (name.substr(0, prefix.size()) == prefix) return true;
+  }
+  return false;
+}
+
+OpInfo make_op_info(const c10::OperatorHandle& op) {
+  OpInfo info;
+  info.name = c10::toString(op.operator_name());
+  const auto& schema = op.schema();
+  info.exact_same_device = !no_device_check_ops().count(info.name);
+  info.accepts_cpu_tensors = takes_cpu_tensors(info.name);
+  info.has_mutable_args = schema.is_mutable();
+  info.force_cpu_fallback = settings().forces_cpu_fallback(info.name);
+  info.settings_generation = settings_generation();
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].type()->str().find("Generator") != std::string::npos)
+      info.generator_args.push_back(i);
+  }
+  return info;
+}
+
+}  // namespace
+
+const OpInfo& op_info(const c10::OperatorHandle& op) {
+  thread_local std::unordered_map<const void*, std::unique_ptr<OpInfo>> cache;
+  auto& slot = cache[&op.schema()];
+  if (!slot || slot->settings_generation != settings_generation())
+    slot = std::make_unique<OpInfo>(make_op_info(op));
+  return *slot;
+}
+
+}  // namespace openneuron::integration

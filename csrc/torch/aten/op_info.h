@@ -1,0 +1,24 @@
+// What the op router needs to know about an ATen operator, computed once per
+// operator from its schema and cached.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+namespace openneuron::integration {
+
+struct OpInfo {
+  std::string name;             // "aten::add.Tensor"
+  bool exact_same_device;       // every tensor on one device, CPU scalars too
+  bool accepts_cpu_tensors;     // takes CPU tensors beside neuron ones (indices)
+  bool has_mutable_args;        // in-place, out= or metadata-mutating
+  bool force_cpu_fallback;      // OPENNEURON_FORCE_CPU_FALLBACK names it
+  std::vector<size_t> generator_args;
+  int settings_generation = 0;   // settings this info was computed with
+};
+
+const OpInfo& op_info(const c10::OperatorHandle& op);
+
+}  // namespace openneuron::integration

@@ -1,0 +1,128 @@
+// Routes every ATen op on neuron tensors that has no kernel of its own.
+//
+// On a driver with host-addressable memory (the host driver) the op runs
+// ATen's CPU kernel directly on device memory through CPU views: no copy.
+// Otherwise, or when the op is forced onto it, the op takes the CPU-fallback
+// path with copies (cpu_fallback.h).
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+#include "hal/driver.h"
+#include "torch/aten/cpu_fallback.h"
+#include "torch/aten/cpu_views.h"
+#include "torch/aten/device_check.h"
+#include "torch/aten/op_info.h"
+#include "torch/runtime/cpu_allocation_redirect.h"
+#include "torch/runtime/device.h"
+#include "torch/runtime/generator.h"
+#include "torch/runtime/streams.h"
+
+namespace openneuron::integration {
+namespace {
+
+bool host_addressable() {
+  static const bool value =
+      hal::driver().device_count() > 0 &&
+      hal::driver().properties(0).host_addressable;
+  return value;
+}
+
+// Host kernels are CPU kernels and draw from the generator's CPU engine.
+void use_engine_generators(const OpInfo& info, const c10::FunctionSchema& schema,
+                           torch::jit::Stack& stack, c10::DeviceIndex device) {
+  const size_t first = stack.size() - schema.arguments().size();
+  for (size_t i : info.generator_args) {
+    auto& v = stack[first + i];
+    if (v.isNone()) {
+      v = default_generator(device).get<NeuronGenerator>()->engine();
+      continue;
+    }
+    const auto gen = v.toGenerator();
+    TORCH_CHECK(gen.device().type() == kNeuron,
+                "Expected a 'neuron' device type for generator but found '",
+                gen.device().type(), "' (argument '",
+                schema.arguments()[i].name(), "' of ", info.name, ")");
+    v = gen.get<NeuronGenerator>()->engine();
+  }
+}
+
+c10::IValue to_cpu(CpuViews& views, const c10::IValue& v) {
+  if (v.isTensor()) {
+    const auto& t = v.toTensor();
+    return t.defined() && t.device().type() == kNeuron ? views.to_cpu(t) : v;
+  }
+  if (v.isList()) {
+    auto list = v.toList();
+    c10::impl::GenericList out(list.elementType());
+    out.reserve(list.size());
+    for (const auto& e : list) out.push_back(to_cpu(views, e));
+    return out;
+  }
+  if (v.isDevice() && v.toDevice().type() == kNeuron)
+    return c10::Device(c10::kCPU);
+  if (v.isStorage() && v.toStorage().device().type() == kNeuron)
+    return views.to_cpu(v.toStorage());
+  return v;
+}
+
+c10::IValue to_neuron(CpuViews& views, const c10::IValue& v) {
+  if (v.isTensor()) return views.to_neuron(v.toTensor());
+  if (v.isList()) {
+    auto list = v.toList();
+    c10::impl::GenericList out(list.elementType());
+    out.reserve(list.size());
+    for (const auto& e : list) out.push_back(to_neuron(views, e));
+    return out;
+  }
+  return v;
+}
+
+void run_host_kernel(const c10::OperatorHandle& op, const OpInfo& info,
+                     c10::DeviceIndex device, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const size_t num_args = schema.arguments().size();
+  const size_t first = stack->size() - num_args;
+  CpuViews views(device);
+  for (size_t i = first; i < stack->size(); ++i)
+    (*stack)[i] = to_cpu(views, (*stack)[i]);
+  wait_current_stream(device);
+  {
+    RedirectCpuAllocations redirect(device);
+    try {
+      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    } catch (c10::NotImplementedError& e) {
+      TORCH_CHECK_NOT_IMPLEMENTED(
+          false, info.name,
+          " is not implemented for the neuron device: the host driver runs "
+          "ATen's CPU kernels and this op has none.\n",
+          e.what_without_backtrace());
+    } catch (c10::Error& e) {
+      e.add_context("(while running " + info.name + " on neuron:" +
+                    std::to_string(device) + ")");
+      throw;
+    }
+  }
+  if (info.has_mutable_args) views.write_back();
+  const size_t num_returns = schema.returns().size();
+  for (size_t i = stack->size() - num_returns; i < stack->size(); ++i)
+    (*stack)[i] = to_neuron(views, (*stack)[i]);
+}
+
+void route(const c10::OperatorHandle& op, c10::DispatchKeySet,
+           torch::jit::Stack* stack) {
+  const auto& info = op_info(op);
+  const auto device = check_devices(info, op.schema(), *stack);
+  use_engine_generators(info, op.schema(), *stack, device);
+  if (info.force_cpu_fallback || !host_addressable()) {
+    run_on_cpu_with_copies(op, info, stack);
+    return;
+  }
+  run_host_kernel(op, info, device, stack);
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&route>());
+}
+
+}  // namespace
+}  // namespace openneuron::integration

@@ -1,0 +1,188 @@
+// openneuron._C: the Python surface of the integration layer. Thin: every
+// function forwards to the runtime; torch.neuron (Python) shapes the API.
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "hal/caching_allocator.h"
+#include "hal/driver.h"
+#include "hal/pinned_allocator.h"
+#include "torch/aten/cpu_fallback.h"
+#include "torch/runtime/cpu_allocation_redirect.h"
+#include "torch/runtime/device.h"
+#include "torch/runtime/device_allocator.h"
+#include "torch/runtime/generator.h"
+#include "torch/runtime/settings.h"
+#include "torch/runtime/transfer_stats.h"
+
+namespace py = pybind11;
+
+namespace openneuron::integration {
+namespace {
+
+py::dict stat_dict(const hal::Stat& s) {
+  py::dict d;
+  d["current"] = s.current;
+  d["peak"] = s.peak;
+  d["allocated"] = s.allocated;
+  d["freed"] = s.freed;
+  return d;
+}
+
+py::dict stat_array_dict(const hal::StatArray& a) {
+  py::dict d;
+  d["all"] = stat_dict(a[0]);
+  d["small_pool"] = stat_dict(a[1]);
+  d["large_pool"] = stat_dict(a[2]);
+  return d;
+}
+
+py::dict memory_stats(int device) {
+  const auto s = hal::device_allocator(resolve_device_index(device)).stats();
+  py::dict d;
+  d["allocation"] = stat_array_dict(s.allocation);
+  d["segment"] = stat_array_dict(s.segment);
+  d["active"] = stat_array_dict(s.active);
+  d["inactive_split"] = stat_array_dict(s.inactive_split);
+  d["allocated_bytes"] = stat_array_dict(s.allocated_bytes);
+  d["reserved_bytes"] = stat_array_dict(s.reserved_bytes);
+  d["active_bytes"] = stat_array_dict(s.active_bytes);
+  d["inactive_split_bytes"] = stat_array_dict(s.inactive_split_bytes);
+  d["requested_bytes"] = stat_array_dict(s.requested_bytes);
+  d["oversize_allocations"] = stat_dict(s.oversize_allocations);
+  d["oversize_segments"] = stat_dict(s.oversize_segments);
+  d["num_alloc_retries"] = s.num_alloc_retries;
+  d["num_ooms"] = s.num_ooms;
+  d["num_sync_all_streams"] = s.num_sync_all_streams;
+  d["num_device_alloc"] = s.num_device_alloc;
+  d["num_device_free"] = s.num_device_free;
+  d["max_split_size"] = s.max_split_size;
+  return d;
+}
+
+py::list memory_snapshot(int device) {
+  py::list segments;
+  for (const auto& seg :
+       hal::device_allocator(resolve_device_index(device)).snapshot()) {
+    py::dict d;
+    d["device"] = seg.device;
+    d["address"] = seg.address;
+    d["total_size"] = seg.total_size;
+    d["allocated_size"] = seg.allocated_size;
+    d["active_size"] = seg.active_size;
+    d["segment_type"] = seg.is_large ? "large" : "small";
+    py::list blocks;
+    for (const auto& b : seg.blocks) {
+      py::dict bd;
+      bd["size"] = b.size;
+      bd["requested_size"] = b.requested_size;
+      bd["state"] = b.allocated ? "active_allocated"
+                                : (b.active ? "active_pending_free" : "inactive");
+      blocks.append(bd);
+    }
+    d["blocks"] = blocks;
+    segments.append(d);
+  }
+  return segments;
+}
+
+py::dict transfer_stats() {
+  py::dict out;
+  for (int d = 0; d < kNumDirections; ++d) {
+    py::dict by_cause;
+    for (int c = 0; c < kNumCauses; ++c) {
+      const auto n = transfer_count(Direction(d), Cause(c));
+      py::dict entry;
+      entry["count"] = n.count;
+      entry["bytes"] = n.bytes;
+      by_cause[to_string(Cause(c))] = entry;
+    }
+    out[to_string(Direction(d))] = by_cause;
+  }
+  return out;
+}
+
+py::list fallback_records() {
+  py::list out;
+  for (const auto& r : fallback_report()) {
+    py::dict d;
+    d["op"] = r.op;
+    d["calls"] = r.calls;
+    d["seconds"] = r.seconds;
+    out.append(d);
+  }
+  return out;
+}
+
+py::dict device_properties(int device) {
+  const auto p = hal::driver().properties(resolve_device_index(device));
+  py::dict d;
+  d["name"] = p.name;
+  d["driver"] = p.driver;
+  d["total_memory"] = p.total_memory;
+  d["compute_units"] = p.compute_units;
+  d["host_addressable"] = p.host_addressable;
+  return d;
+}
+
+void set_fallback_policy(const std::string& policy) {
+  if (policy == "warn") set_cpu_fallback_policy(FallbackPolicy::Warn);
+  else if (policy == "error") set_cpu_fallback_policy(FallbackPolicy::Error);
+  else if (policy == "silent") set_cpu_fallback_policy(FallbackPolicy::Silent);
+  else TORCH_CHECK_VALUE(false, "fallback policy must be warn, error or silent, got '", policy, "'");
+}
+
+std::string fallback_policy() {
+  switch (settings().cpu_fallback) {
+    case FallbackPolicy::Warn: return "warn";
+    case FallbackPolicy::Error: return "error";
+    case FallbackPolicy::Silent: return "silent";
+  }
+  return "warn";
+}
+
+}  // namespace
+}  // namespace openneuron::integration
+
+PYBIND11_MODULE(_C, m) {
+  using namespace openneuron::integration;
+  install_cpu_allocation_redirect();
+  m.def("_device_count", [] { return int(device_count()); });
+  m.def("_current_device", [] { return int(current_device()); });
+  m.def("_set_device", [](int d) { set_current_device(d); });
+  m.def("_synchronize", [](int d) {
+    py::gil_scoped_release no_gil;
+    openneuron::hal::driver().synchronize(resolve_device_index(d));
+  });
+  m.def("_device_properties", &device_properties);
+  m.def("_lazy_init", [] { lazy_init(); });
+  m.def("_is_initialized", [] { return is_initialized(); });
+  m.def("_is_in_bad_fork", [] { return in_bad_fork(); });
+  m.def("_default_generator", [](int d) {
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(default_generator(d)));
+  });
+  m.def("_memory_stats", &memory_stats);
+  m.def("_memory_snapshot", &memory_snapshot);
+  m.def("_empty_cache", [] { device_allocator().emptyCache({0, 0}); });
+  m.def("_reset_peak_memory_stats",
+        [](int d) { device_allocator().resetPeakStats(d); });
+  m.def("_reset_accumulated_memory_stats",
+        [](int d) { device_allocator().resetAccumulatedStats(d); });
+  m.def("_mem_get_info", [](int d) { return device_allocator().getMemoryInfo(d); });
+  m.def("_pinned_memory_stats", [] {
+    const auto s = openneuron::hal::pinned_allocator().stats();
+    py::dict d;
+    d["allocated_bytes"] = s.allocated_bytes;
+    d["reserved_bytes"] = s.reserved_bytes;
+    d["num_host_alloc"] = s.num_host_alloc;
+    d["num_host_free"] = s.num_host_free;
+    return d;
+  });
+  m.def("_transfer_stats", &transfer_stats);
+  m.def("_reset_transfer_stats", [] { reset_transfer_stats(); });
+  m.def("_fallback_report", &fallback_records);
+  m.def("_reset_fallback_report", [] { reset_fallback_report(); });
+  m.def("_set_fallback_policy", &set_fallback_policy);
+  m.def("_fallback_policy", &fallback_policy);
+  m.def("_reload_settings", [] { reload_settings(); });
+}

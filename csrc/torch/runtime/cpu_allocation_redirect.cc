@@ -1,0 +1,83 @@
+#include "torch/runtime/cpu_allocation_redirect.h"
+
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <c10/core/CPUAllocator.h>
+
+#include "torch/runtime/device.h"
+#include "torch/runtime/device_allocator.h"
+
+namespace openneuron::integration {
+namespace {
+
+thread_local c10::DeviceIndex tls_redirect_device = -1;
+
+class DeviceMemoryAsCpu final : public c10::Allocator {
+ public:
+  explicit DeviceMemoryAsCpu(c10::DeviceIndex device) : device_(device) {}
+  c10::DataPtr allocate(size_t n) override {
+    return allocate_device_memory(n, device_, c10::Device(c10::kCPU));
+  }
+  void copy_data(void* dest, const void* src, std::size_t n) const override {
+    std::memcpy(dest, src, n);
+  }
+
+ private:
+  c10::DeviceIndex device_;
+};
+
+// Wraps the CPU allocator PyTorch had; only redirected threads see a change.
+class RedirectingCpuAllocator final : public c10::Allocator {
+ public:
+  explicit RedirectingCpuAllocator(c10::Allocator* original)
+      : original_(original) {}
+  c10::DataPtr allocate(size_t n) override {
+    if (tls_redirect_device >= 0)
+      return device_memory_as_cpu_allocator(tls_redirect_device)->allocate(n);
+    return original_->allocate(n);
+  }
+  c10::DeleterFnPtr raw_deleter() const override {
+    return original_->raw_deleter();
+  }
+  void copy_data(void* dest, const void* src, std::size_t n) const override {
+    original_->copy_data(dest, src, n);
+  }
+
+ private:
+  c10::Allocator* original_;
+};
+
+}  // namespace
+
+RedirectCpuAllocations::RedirectCpuAllocations(c10::DeviceIndex device)
+    : previous_(tls_redirect_device) {
+  tls_redirect_device = device;
+}
+
+RedirectCpuAllocations::~RedirectCpuAllocations() {
+  tls_redirect_device = previous_;
+}
+
+c10::Allocator* device_memory_as_cpu_allocator(c10::DeviceIndex device) {
+  static auto* allocators = [] {
+    auto* v = new std::vector<std::unique_ptr<DeviceMemoryAsCpu>>();
+    for (c10::DeviceIndex d = 0; d < device_count(); ++d)
+      v->push_back(std::make_unique<DeviceMemoryAsCpu>(d));
+    return v;
+  }();
+  return (*allocators)[device].get();
+}
+
+void install_cpu_allocation_redirect() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    static RedirectingCpuAllocator redirect(c10::GetCPUAllocator());
+    // Priority above the default (0) so later default registrations lose.
+    c10::SetCPUAllocator(&redirect, /*priority=*/10);
+  });
+}
+
+}  // namespace openneuron::integration

@@ -1,0 +1,149 @@
+#include "torch/runtime/device_allocator.h"
+
+#include <cstring>
+
+#include <c10/core/Allocator.h>
+#include <c10/util/Exception.h>
+
+#include "hal/driver.h"
+#include "hal/error.h"
+#include "torch/runtime/device.h"
+#include "torch/runtime/streams.h"
+
+namespace openneuron::integration {
+namespace {
+
+// The DataPtr context: which device's allocator owns the block.
+struct BlockContext {
+  void* ptr;
+  c10::DeviceIndex device;
+};
+
+void free_device_block(void* ctx) {
+  auto* block = static_cast<BlockContext*>(ctx);
+  hal::device_allocator(block->device).free(block->ptr);
+  delete block;
+}
+
+void copy_stats(const hal::StatArray& from, c10::CachingAllocator::StatArray& to) {
+  for (size_t i = 0; i < from.size(); ++i) {
+    to[i].current = from[i].current;
+    to[i].peak = from[i].peak;
+    to[i].allocated = from[i].allocated;
+    to[i].freed = from[i].freed;
+  }
+}
+
+}  // namespace
+
+c10::DataPtr allocate_device_memory(size_t nbytes, c10::DeviceIndex device,
+                                    c10::Device label) {
+  lazy_init();
+  if (nbytes == 0) return c10::DataPtr(nullptr, label);
+  auto& queue = queue_for(current_stream(device));
+  void* ptr;
+  try {
+    ptr = hal::device_allocator(device).allocate(nbytes, &queue);
+  } catch (const hal::OutOfMemoryError& e) {
+    TORCH_CHECK_WITH(OutOfMemoryError, false, e.what());
+  }
+  return c10::DataPtr(ptr, new BlockContext{ptr, device}, &free_device_block,
+                      label);
+}
+
+bool is_device_memory(const c10::DataPtr& ptr) {
+  return ptr.get_deleter() == &free_device_block;
+}
+
+c10::DataPtr DeviceAllocator::allocate(size_t nbytes) {
+  const auto device = current_device();
+  return allocate_device_memory(nbytes, device, c10::Device(kNeuron, device));
+}
+
+c10::DeleterFnPtr DeviceAllocator::raw_deleter() const { return nullptr; }
+
+void DeviceAllocator::copy_data(void* dest, const void* src,
+                                std::size_t count) const {
+  // Host-addressable device memory: a plain copy, ordered after queued work.
+  wait_current_stream(current_device());
+  std::memcpy(dest, src, count);
+}
+
+bool DeviceAllocator::initialized() { return is_initialized(); }
+
+void DeviceAllocator::emptyCache(c10::MempoolId_t /*mempool_id*/) {
+  for (c10::DeviceIndex d = 0; d < device_count(); ++d)
+    hal::device_allocator(d).empty_cache();
+}
+
+void DeviceAllocator::recordStream(const c10::DataPtr& ptr,
+                                   c10::Stream stream) {
+  if (!ptr.get() || !is_device_memory(ptr)) return;
+  auto* block = static_cast<BlockContext*>(ptr.get_context());
+  hal::device_allocator(block->device)
+      .record_stream(block->ptr, &queue_for(stream));
+}
+
+c10::CachingDeviceAllocator::DeviceStats DeviceAllocator::getDeviceStats(
+    c10::DeviceIndex device) {
+  device = resolve_device_index(device);
+  const auto s = hal::device_allocator(device).stats();
+  c10::CachingDeviceAllocator::DeviceStats out;
+  copy_stats(s.allocation, out.allocation);
+  copy_stats(s.segment, out.segment);
+  copy_stats(s.active, out.active);
+  copy_stats(s.inactive_split, out.inactive_split);
+  copy_stats(s.allocated_bytes, out.allocated_bytes);
+  copy_stats(s.reserved_bytes, out.reserved_bytes);
+  copy_stats(s.active_bytes, out.active_bytes);
+  copy_stats(s.inactive_split_bytes, out.inactive_split_bytes);
+  copy_stats(s.requested_bytes, out.requested_bytes);
+  out.num_alloc_retries = s.num_alloc_retries;
+  out.num_ooms = s.num_ooms;
+  out.num_sync_all_streams = s.num_sync_all_streams;
+  out.num_device_alloc = s.num_device_alloc;
+  out.num_device_free = s.num_device_free;
+  out.max_split_size = s.max_split_size;
+  auto copy_stat = [](const hal::Stat& from, c10::CachingAllocator::Stat& to) {
+    to.current = from.current;
+    to.peak = from.peak;
+    to.allocated = from.allocated;
+    to.freed = from.freed;
+  };
+  copy_stat(s.oversize_allocations, out.oversize_allocations);
+  copy_stat(s.oversize_segments, out.oversize_segments);
+  return out;
+}
+
+void DeviceAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
+  hal::device_allocator(resolve_device_index(device)).reset_accumulated_stats();
+}
+
+void DeviceAllocator::resetPeakStats(c10::DeviceIndex device) {
+  hal::device_allocator(resolve_device_index(device)).reset_peak_stats();
+}
+
+std::pair<size_t, size_t> DeviceAllocator::getMemoryInfo(
+    c10::DeviceIndex device) {
+  device = resolve_device_index(device);
+  auto& allocator = hal::device_allocator(device);
+  const size_t total = allocator.capacity();
+  const size_t reserved =
+      allocator.stats().reserved_bytes[0].current;
+  return {total - std::min(total, reserved), total};
+}
+
+DeviceAllocator& device_allocator() {
+  static DeviceAllocator allocator;
+  return allocator;
+}
+
+namespace {
+struct RegisterAllocator {
+  RegisterAllocator() {
+    c10::SetAllocator(kNeuron, &device_allocator());
+  }
+} register_allocator;
+}  // namespace
+
+}  // namespace openneuron::integration

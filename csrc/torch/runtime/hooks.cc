@@ -1,0 +1,76 @@
+// PrivateUse1 hooks: how PyTorch reaches the neuron device's generators,
+// pinned memory, device count and lazy initialisation.
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/StorageImpl.h>
+#include <cstring>
+
+#include "torch/runtime/device.h"
+#include "torch/runtime/generator.h"
+#include "torch/runtime/pinned_allocator.h"
+#include "torch/runtime/streams.h"
+
+namespace openneuron::integration {
+namespace {
+
+struct Hooks final : public at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return device_count() > 0; }
+  bool hasPrimaryContext(c10::DeviceIndex device) const override {
+    return is_initialized();
+  }
+  void init() const override { lazy_init(); }
+  c10::DeviceIndex deviceCount() const override { return device_count(); }
+  void setCurrentDevice(c10::DeviceIndex device) const override {
+    set_current_device(device);
+  }
+  c10::DeviceIndex getCurrentDevice() const override {
+    return current_device();
+  }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override {
+    const auto old = current_device();
+    set_current_device(device);
+    return old;
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override {
+    return exchangeDevice(device);
+  }
+  const at::Generator& getDefaultGenerator(
+      c10::DeviceIndex device) const override {
+    return default_generator(device);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex device) const override {
+    return new_generator(device);
+  }
+  c10::Device getDeviceFromPtr(void* /*data*/) const override {
+    return c10::Device(kNeuron, current_device());
+  }
+  bool isPinnedPtr(const void* data) const override {
+    return is_pinned_ptr(data);
+  }
+  c10::Allocator* getPinnedMemoryAllocator() const override {
+    return pinned_allocator();
+  }
+  void resizePrivateUse1Bytes(const c10::Storage& storage,
+                              size_t newsize) const override {
+    auto* impl = storage.unsafeGetStorageImpl();
+    TORCH_CHECK(impl->resizable(),
+                "Trying to resize storage that is not resizable");
+    wait_current_stream(storage.device().index());
+    c10::DataPtr data = newsize ? impl->allocator()->allocate(newsize)
+                                : c10::DataPtr(nullptr, storage.device());
+    const size_t keep = std::min(newsize, impl->nbytes());
+    if (keep) std::memcpy(data.get(), impl->data(), keep);
+    impl->set_data_ptr_noswap(std::move(data));
+    impl->set_nbytes(newsize);
+  }
+};
+
+struct RegisterHooks {
+  RegisterHooks() {
+    static Hooks hooks;
+    at::RegisterPrivateUse1HooksInterface(&hooks);
+  }
+} register_hooks;
+
+}  // namespace
+}  // namespace openneuron::integration

@@ -1,0 +1,31 @@
+// Settings of the integration layer, read once from the environment (the
+// README's table documents each). HAL settings live in hal/config.h.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace openneuron::integration {
+
+enum class FallbackPolicy { Warn, Error, Silent };
+
+struct Settings {
+  FallbackPolicy cpu_fallback = FallbackPolicy::Warn;  // OPENNEURON_CPU_FALLBACK
+  std::vector<std::string> forced_fallback_ops;  // OPENNEURON_FORCE_CPU_FALLBACK
+  bool force_fallback_all = false;
+  bool launch_blocking = false;  // OPENNEURON_LAUNCH_BLOCKING
+
+  // True when `op` ("aten::add.Tensor") must take the CPU-fallback path.
+  // Entries match the full name or the name without overload ("aten::add").
+  bool forces_cpu_fallback(std::string_view op) const;
+};
+
+const Settings& settings();
+// Re-reads the environment (tests; OPENNEURON_FORCE_CPU_FALLBACK changes).
+void reload_settings();
+void set_cpu_fallback_policy(FallbackPolicy policy);
+// Bumped by reload_settings(), so cached per-op routes are recomputed.
+int settings_generation();
+
+}  // namespace openneuron::integration

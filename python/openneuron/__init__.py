@@ -1,0 +1,52 @@
+"""OpenNeuron: the `neuron` device for PyTorch.
+
+`import torch` loads this package through the `torch.backends` entry point,
+after which `device="neuron"` works everywhere a device is accepted. With
+TORCH_DEVICE_BACKEND_AUTOLOAD=0, `import openneuron` loads it.
+"""
+_initializing = True  # read by the autoload entry point (see _openneuron_autoload)
+
+import torch  # noqa: E402
+
+from . import _build_info  # noqa: E402
+
+__all__ = ["is_loaded"]
+
+_loaded = False
+
+
+def _check_torch_version():
+    built, running = _build_info.TORCH_VERSION, torch.__version__
+    if built.split("+")[0] != running.split("+")[0]:
+        raise ImportError(
+            f"OpenNeuron was built against torch {built} but torch {running} is "
+            f"installed. Reinstall OpenNeuron against torch {running}, or install "
+            f"torch=={built.split('+')[0]}."
+        )
+
+
+def _load():
+    """Registers the `neuron` device with PyTorch (idempotent)."""
+    global _loaded
+    if _loaded:
+        return
+    _check_torch_version()
+    from . import _C  # noqa: F401  (registers kernels, hooks, allocators)
+    from . import neuron
+
+    torch.utils.rename_privateuse1_backend("neuron")
+    torch._register_device_module("neuron", neuron)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+    )
+    _loaded = True
+
+
+def is_loaded() -> bool:
+    return _loaded
+
+
+try:
+    _load()
+finally:
+    _initializing = False

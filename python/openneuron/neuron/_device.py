@@ -1,0 +1,119 @@
+"""Devices: count, selection, properties, synchronisation."""
+import dataclasses
+
+import torch
+
+from .. import _C
+from ._utils import _get_device_index
+
+
+def is_available() -> bool:
+    return _C._device_count() > 0
+
+
+def device_count() -> int:
+    return _C._device_count()
+
+
+def is_initialized() -> bool:
+    return _C._is_initialized()
+
+
+def _lazy_init() -> None:
+    _C._lazy_init()
+
+
+def _is_in_bad_fork() -> bool:
+    return _C._is_in_bad_fork()
+
+
+def init() -> None:
+    _lazy_init()
+
+
+def current_device() -> int:
+    return _C._current_device()
+
+
+def set_device(device) -> None:
+    index = _get_device_index(device, optional=True)
+    if index >= 0:
+        _C._set_device(index)
+
+
+class device:
+    """Context manager that changes the current neuron device."""
+
+    def __init__(self, device):
+        self.idx = _get_device_index(device, optional=True)
+        self.prev_idx = -1
+
+    def __enter__(self):
+        self.prev_idx = _C._current_device()
+        if self.idx != self.prev_idx:
+            _C._set_device(self.idx)
+
+    def __exit__(self, *exc):
+        if self.prev_idx != self.idx:
+            _C._set_device(self.prev_idx)
+        return False
+
+
+class device_of(device):
+    """Context manager that makes the device of `obj` (a tensor) current."""
+
+    def __init__(self, obj):
+        super().__init__(obj.get_device() if obj.device.type == "neuron" else -1)
+
+    def __enter__(self):
+        if self.idx >= 0:
+            super().__enter__()
+
+    def __exit__(self, *exc):
+        if self.idx >= 0:
+            super().__exit__(*exc)
+        return False
+
+
+def synchronize(device=None) -> None:
+    """Waits for all work queued on every stream of the device."""
+    _C._synchronize(_get_device_index(device, optional=True))
+
+
+@dataclasses.dataclass(frozen=True)
+class NeuronDeviceProperties:
+    name: str
+    driver: str
+    total_memory: int
+    multi_processor_count: int
+    host_addressable: bool
+    major: int = 1
+    minor: int = 0
+
+
+def get_device_properties(device=None) -> NeuronDeviceProperties:
+    p = _C._device_properties(_get_device_index(device, optional=True))
+    return NeuronDeviceProperties(
+        name=p["name"],
+        driver=p["driver"],
+        total_memory=p["total_memory"],
+        multi_processor_count=p["compute_units"],
+        host_addressable=p["host_addressable"],
+    )
+
+
+def get_device_name(device=None) -> str:
+    return get_device_properties(device).name
+
+
+def get_device_capability(device=None) -> tuple[int, int]:
+    p = get_device_properties(device)
+    return (p.major, p.minor)
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    return True
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    return [torch.bfloat16, torch.float16]

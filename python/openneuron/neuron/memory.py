@@ -1,0 +1,120 @@
+"""Memory of the neuron device: the HAL caching allocator's statistics, with
+the keys and meaning of torch.cuda.memory_stats()."""
+import collections
+
+from .. import _C
+from ._utils import _get_device_index
+
+
+def _index(device) -> int:
+    return _get_device_index(device, optional=True)
+
+
+def memory_stats(device=None) -> dict:
+    """Flat, sorted dict: "allocated_bytes.all.current", "num_ooms", ..."""
+    result = []
+
+    def flatten(prefix, obj):
+        if isinstance(obj, dict):
+            for key, value in obj.items():
+                flatten(f"{prefix}.{key}" if prefix else key, value)
+        else:
+            result.append((prefix, obj))
+
+    flatten("", _C._memory_stats(_index(device)))
+    return collections.OrderedDict(sorted(result))
+
+
+def memory_allocated(device=None) -> int:
+    return _C._memory_stats(_index(device))["allocated_bytes"]["all"]["current"]
+
+
+def max_memory_allocated(device=None) -> int:
+    return _C._memory_stats(_index(device))["allocated_bytes"]["all"]["peak"]
+
+
+def memory_reserved(device=None) -> int:
+    return _C._memory_stats(_index(device))["reserved_bytes"]["all"]["current"]
+
+
+def max_memory_reserved(device=None) -> int:
+    return _C._memory_stats(_index(device))["reserved_bytes"]["all"]["peak"]
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    _C._reset_peak_memory_stats(_index(device))
+
+
+def reset_accumulated_memory_stats(device=None) -> None:
+    _C._reset_accumulated_memory_stats(_index(device))
+
+
+def reset_max_memory_allocated(device=None) -> None:
+    reset_peak_memory_stats(device)
+
+
+def empty_cache() -> None:
+    """Returns every unused cached block to the device."""
+    _C._empty_cache()
+
+
+def mem_get_info(device=None) -> tuple[int, int]:
+    """(free, total) bytes of the device, as torch.cuda.mem_get_info."""
+    return tuple(_C._mem_get_info(_index(device)))
+
+
+def memory_snapshot(device=None) -> list:
+    """Segments and blocks of the caching allocator."""
+    return _C._memory_snapshot(_index(device))
+
+
+def host_memory_stats() -> dict:
+    """Statistics of the pinned host allocator."""
+    return _C._pinned_memory_stats()
+
+
+def _format_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def memory_summary(device=None, abbreviated: bool = False) -> str:
+    """A human-readable table of memory_stats(), like torch.cuda's."""
+    index = _index(device)
+    stats = _C._memory_stats(index)
+    rows = [
+        ("Allocated memory", "allocated_bytes", True),
+        ("Active memory", "active_bytes", True),
+        ("Requested memory", "requested_bytes", True),
+        ("Reserved memory", "reserved_bytes", True),
+        ("Non-releasable memory", "inactive_split_bytes", True),
+        ("Allocations", "allocation", False),
+        ("Active allocs", "active", False),
+        ("Reserved segments", "segment", False),
+        ("Non-releasable allocs", "inactive_split", False),
+    ]
+    pools = [("all", "")] if abbreviated else [
+        ("all", ""), ("large_pool", "  from large pool"), ("small_pool", "  from small pool")]
+    width = 24
+    lines = [
+        "=" * 91,
+        f" OpenNeuron memory summary, device ID {index}".ljust(91),
+        "-" * 91,
+        f"  num_alloc_retries: {stats['num_alloc_retries']:<8}  num_ooms: {stats['num_ooms']:<8}",
+        "=" * 91,
+        f"{'Metric':<{width}} | {'Cur Usage':>14} | {'Peak Usage':>14} | {'Tot Alloc':>14} | {'Tot Freed':>14}",
+        "-" * 91,
+    ]
+    for title, key, is_bytes in rows:
+        fmt = _format_bytes if is_bytes else str
+        for pool, suffix in pools:
+            s = stats[key][pool]
+            name = title if not suffix else suffix
+            lines.append(
+                f"{name:<{width}} | {fmt(s['current']):>14} | {fmt(s['peak']):>14} | "
+                f"{fmt(s['allocated']):>14} | {fmt(s['freed']):>14}")
+        lines.append("-" * 91)
+    return "\n".join(lines) + "\n"

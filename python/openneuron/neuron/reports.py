@@ -1,0 +1,51 @@
+"""What moved and what fell back: the transfer counter and the CPU-fallback
+report, so a user or a test can see every host<->device copy."""
+from .. import _C
+
+
+def transfer_stats() -> dict:
+    """{direction: {cause: {"count": n, "bytes": b}}} since the last reset.
+
+    Directions: host_to_device, device_to_host, device_to_device.
+    Causes: copy (explicit .to()/copy_()/.item()), cpu_fallback (an op run on
+    the CPU with copies), kernel_output (a kernel result copied in)."""
+    return _C._transfer_stats()
+
+
+def reset_transfer_stats() -> None:
+    _C._reset_transfer_stats()
+
+
+def total_transfers(stats: dict | None = None) -> tuple[int, int]:
+    """(count, bytes) over every direction and cause."""
+    stats = stats if stats is not None else transfer_stats()
+    count = sum(c["count"] for by_cause in stats.values() for c in by_cause.values())
+    nbytes = sum(c["bytes"] for by_cause in stats.values() for c in by_cause.values())
+    return count, nbytes
+
+
+def fallback_report() -> list[dict]:
+    """Ops that ran on the CPU with copies: [{"op", "calls", "seconds"}]."""
+    return _C._fallback_report()
+
+
+def reset_fallback_report() -> None:
+    _C._reset_fallback_report()
+
+
+def format_fallback_report() -> str:
+    rows = sorted(fallback_report(), key=lambda r: -r["seconds"])
+    if not rows:
+        return "No op fell back to the CPU."
+    lines = [f"{'op':<48} {'calls':>8} {'seconds':>10}"]
+    lines += [f"{r['op']:<48} {r['calls']:>8} {r['seconds']:>10.4f}" for r in rows]
+    return "\n".join(lines)
+
+
+def set_fallback_policy(policy: str) -> None:
+    """'warn' (once per op), 'error' or 'silent'; OPENNEURON_CPU_FALLBACK sets the default."""
+    _C._set_fallback_policy(policy)
+
+
+def fallback_policy() -> str:
+    return _C._fallback_policy()
