@@ -120,8 +120,7 @@ void* CachingAllocator::Impl::malloc(size_t orig_size, const Queue* queue) {
 }
 
 Block* CachingAllocator::Impl::get_free_block(BlockPool& pool,
-                                              const Queue* queue,
-                                              size_t size) {
+                                              const Queue* queue, size_t size) {
   Block key;
   key.queue = queue;
   key.size = size;
@@ -133,8 +132,7 @@ Block* CachingAllocator::Impl::get_free_block(BlockPool& pool,
 }
 
 Block* CachingAllocator::Impl::alloc_segment(BlockPool& pool,
-                                             const Queue* queue,
-                                             size_t size) {
+                                             const Queue* queue, size_t size) {
   const size_t preferred = segment_size(size);
   Block* block = map_segment(pool, queue, preferred);
   // Near the capacity, a mid-size request may still fit in a segment of its
@@ -175,8 +173,8 @@ Block* CachingAllocator::Impl::use_block(Block* block, size_t size,
   const Pool kind = pool.stat_pool();
   const bool already_split = block->is_split();
   const size_t remaining = block->size - size;
-  const bool split = pool.is_small ? remaining >= kMinBlockSize
-                                   : remaining > kSmallSize;
+  const bool split =
+      pool.is_small ? remaining >= kMinBlockSize : remaining > kSmallSize;
   if (split) {
     auto* rest = new Block;
     rest->ptr = block->ptr + size;
@@ -231,8 +229,7 @@ void CachingAllocator::Impl::free(void* ptr) {
   const Pool kind = block->pool->stat_pool();
   // Allocated counters drop now; active ones when the block is truly free.
   update_stat(stats.allocation, kind, -1);
-  update_stat(stats.allocated_bytes, kind,
-              -static_cast<int64_t>(block->size));
+  update_stat(stats.allocated_bytes, kind, -static_cast<int64_t>(block->size));
   update_stat(stats.requested_bytes, kind,
               -static_cast<int64_t>(block->requested_size));
   if (!block->stream_uses.empty()) {
@@ -255,9 +252,7 @@ void CachingAllocator::Impl::free_block(Block* block) {
   const size_t original_size = block->size;
   int64_t inactive_blocks = 0;
   int64_t inactive_bytes = 0;
-  auto mergeable = [](const Block* b) {
-    return b != nullptr && !b->active();
-  };
+  auto mergeable = [](const Block* b) { return b != nullptr && !b->active(); };
   // The lower block survives a merge, so segment heads stay put.
   if (mergeable(block->prev)) {
     Block* prev = block->prev;
@@ -295,8 +290,7 @@ void CachingAllocator::Impl::free_block(Block* block) {
 void CachingAllocator::Impl::record_stream(void* ptr, Queue* queue) {
   Block* block = find_active(ptr);
   if (block == nullptr || block->ptr != ptr) {
-    throw InvalidArgumentError("record_stream: pointer " +
-                               pointer_string(ptr) +
+    throw InvalidArgumentError("record_stream: pointer " + pointer_string(ptr) +
                                " is not a live allocation of device " +
                                std::to_string(device));
   }

@@ -11,12 +11,12 @@
 
 namespace openneuron::hal {
 
-constexpr size_t kMinBlockSize = 512;             // every size is rounded to this
-constexpr size_t kSmallSize = size_t{1} << 20;    // largest small-pool request
-constexpr size_t kSmallBuffer = size_t{2} << 20;  // small-pool segment size
-constexpr size_t kLargeBuffer = size_t{20} << 20;  // segment for mid requests
+constexpr size_t kMinBlockSize = 512;           // every size is rounded to this
+constexpr size_t kSmallSize = size_t{1} << 20;  // largest small-pool request
+constexpr size_t kSmallBuffer = size_t{2} << 20;     // small-pool segment size
+constexpr size_t kLargeBuffer = size_t{20} << 20;    // segment for mid requests
 constexpr size_t kMinLargeAlloc = size_t{10} << 20;  // from here: own segment
-constexpr size_t kRoundLarge = size_t{2} << 20;   // own segments round to this
+constexpr size_t kRoundLarge = size_t{2} << 20;  // own segments round to this
 
 inline size_t round_up(size_t size, size_t multiple) {
   return (size + multiple - 1) / multiple * multiple;
@@ -41,11 +41,11 @@ struct BlockPool;
 struct Block {
   char* ptr = nullptr;
   size_t size = 0;
-  size_t requested_size = 0;  // unrounded request while allocated
+  size_t requested_size = 0;     // unrounded request while allocated
   const Queue* queue = nullptr;  // the queue of the segment
   BlockPool* pool = nullptr;
   bool allocated = false;
-  int event_count = 0;          // outstanding events of a deferred free
+  int event_count = 0;           // outstanding events of a deferred free
   std::set<Queue*> stream_uses;  // extra queues from record_stream
   Block* prev = nullptr;
   Block* next = nullptr;

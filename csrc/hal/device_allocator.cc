@@ -25,8 +25,8 @@ CachingAllocator& device_allocator(int device) {
   std::lock_guard<std::mutex> lock(*create_mutex);
   allocator = slot.load(std::memory_order_acquire);
   if (allocator == nullptr) {
-    allocator = new CachingAllocator(drv, device,
-                                     drv.properties(device).total_memory);
+    allocator =
+        new CachingAllocator(drv, device, drv.properties(device).total_memory);
     slot.store(allocator, std::memory_order_release);
   }
   return *allocator;

@@ -53,8 +53,8 @@ OutOfMemoryError::OutOfMemoryError(int device, size_t requested,
 std::string format_bytes(size_t bytes) {
   if (bytes == 1) return "1 byte";
   if (bytes < 1024) return std::to_string(bytes) + " bytes";
-  static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB",
-                                       "EiB"};
+  static const char* const kUnits[] = {"KiB", "MiB", "GiB",
+                                       "TiB", "PiB", "EiB"};
   double value = static_cast<double>(bytes) / 1024.0;
   size_t unit = 0;
   while (value >= 1024.0 && unit + 1 < std::size(kUnits)) {

@@ -104,8 +104,7 @@ void HostDriver::free(int device, void* ptr, size_t bytes) {
     if (it == state.allocations.end() || it->second.bytes != bytes) {
       throw InvalidArgumentError(
           "HostDriver::free: pointer was not allocated on device " +
-          std::to_string(device) + " with " + std::to_string(bytes) +
-          " bytes");
+          std::to_string(device) + " with " + std::to_string(bytes) + " bytes");
     }
     mapping = it->second;
     state.allocations.erase(it);

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Sets up everything OpenNeuron needs on a fresh Debian machine, idempotently:
+# system packages, a virtual environment with torch==2.13.0, and the build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v ccache >/dev/null || need_apt+=(ccache)
+command -v ninja >/dev/null || need_apt+=(ninja-build)
+command -v cmake >/dev/null || need_apt+=(cmake)
+[ -f /usr/lib/x86_64-linux-gnu/libgtest.a ] || [ -f /usr/lib/aarch64-linux-gnu/libgtest.a ] || need_apt+=(libgtest-dev)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "[setup] installing system packages: ${need_apt[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "[setup] creating .venv"
+  python3 -m venv .venv
+fi
+PY=.venv/bin/python
+if ! $PY -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.13.0')" 2>/dev/null; then
+  echo "[setup] installing torch==2.13.0 and build/test tools"
+  $PY -m pip install -q --upgrade pip
+  $PY -m pip install -q torch==2.13.0
+fi
+$PY -m pip install -q "scikit-build-core>=0.10" ninja "cmake>=3.25" numpy pytest pytest-timeout tqdm
+
+echo "[setup] building OpenNeuron (incremental)"
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
+$PY -m pip install -q --no-build-isolation --no-deps -e .
+$PY -c "import torch; assert torch.neuron.is_available(); print('[setup] neuron devices:', torch.neuron.device_count())"
