@@ -16,8 +16,15 @@ struct Stat {
   int64_t allocated = 0;
   int64_t freed = 0;
 
-  void increase(int64_t amount);
-  void decrease(int64_t amount);
+  void increase(int64_t amount) {
+    current += amount;
+    peak = current > peak ? current : peak;
+    allocated += amount;
+  }
+  void decrease(int64_t amount) {
+    current -= amount;
+    freed += amount;
+  }
   void reset_peak() { peak = current; }
   void reset_accumulated() { allocated = freed = 0; }
 };
@@ -47,6 +54,16 @@ struct AllocatorStats {
 };
 
 // Updates the All entry and the entry of `pool` together.
-void update_stat(StatArray& stats, Pool pool, int64_t delta);
+inline void update_stat(StatArray& stats, Pool pool, int64_t delta) {
+  auto apply = [delta](Stat& stat) {
+    if (delta >= 0) {
+      stat.increase(delta);
+    } else {
+      stat.decrease(-delta);
+    }
+  };
+  apply(stats[static_cast<size_t>(Pool::All)]);
+  if (pool != Pool::All) apply(stats[static_cast<size_t>(pool)]);
+}
 
 }  // namespace openneuron::hal

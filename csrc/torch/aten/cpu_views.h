@@ -11,7 +11,7 @@
 #pragma once
 
 #include <utility>
-#include <vector>
+#include <c10/util/SmallVector.h>
 
 #include <ATen/Tensor.h>
 #include <c10/core/Storage.h>
@@ -35,11 +35,11 @@ class CpuViews {
 
   c10::DeviceIndex device_;
   // neuron storage -> its CPU view storage
-  std::vector<std::pair<c10::Storage, c10::Storage>> storages_;
+  c10::SmallVector<std::pair<c10::Storage, c10::Storage>, 4> storages_;
   // CPU view tensor -> the neuron tensor it shows
-  std::vector<std::pair<at::Tensor, at::Tensor>> tensors_;
+  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 4> tensors_;
   // storages adopted from kernel outputs: CPU storage -> neuron storage
-  std::vector<std::pair<c10::StorageImpl*, c10::Storage>> adopted_;
+  c10::SmallVector<std::pair<c10::StorageImpl*, c10::Storage>, 2> adopted_;
 };
 
 }  // namespace openneuron::integration

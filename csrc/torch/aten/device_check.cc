@@ -1,7 +1,7 @@
 #include "torch/aten/device_check.h"
 
 #include <optional>
-#include <vector>
+#include <c10/util/SmallVector.h>
 
 #include <c10/util/Exception.h>
 
@@ -30,7 +30,7 @@ c10::DeviceIndex check_devices(const OpInfo& info,
                                const torch::jit::Stack& stack) {
   const auto& args = schema.arguments();
   const size_t first = stack.size() - args.size();
-  std::vector<TensorArg> tensors;
+  c10::SmallVector<TensorArg, 8> tensors;
   std::optional<c10::Device> common;
   std::optional<c10::DeviceIndex> device_arg;
   auto add = [&](const at::Tensor& t, const std::string& name) {

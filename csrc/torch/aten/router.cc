@@ -12,6 +12,7 @@
 #include "torch/aten/cpu_views.h"
 #include "torch/aten/device_check.h"
 #include "torch/aten/op_info.h"
+#include "torch/aten/router.h"
 #include "torch/runtime/cpu_allocation_redirect.h"
 #include "torch/runtime/device.h"
 #include "torch/runtime/generator.h"
@@ -125,4 +126,30 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 }
 
 }  // namespace
+
+void route_structured_ops_directly() {
+  // A structured op's functional and in-place forms have a generic kernel
+  // (CompositeExplicitAutogradNonFunctional) that would allocate the output
+  // and then dispatch the out= form: two trips through the dispatcher for
+  // every add or mul. Routing them straight to the CPU kernel halves that.
+  static auto* library = new torch::Library(
+      torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
+      __LINE__);
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const auto& name : dispatcher.getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    auto op = dispatcher.findOp(name);
+    if (!op ||
+        op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
+        !op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+        !op->hasKernelForDispatchKey(
+            c10::DispatchKey::CompositeExplicitAutogradNonFunctional))
+      continue;
+    std::string op_name = name.name.substr(6);
+    if (!name.overload_name.empty()) op_name += "." + name.overload_name;
+    library->impl(op_name.c_str(),
+                  torch::CppFunction::makeFromBoxedFunction<&route>());
+  }
+}
+
 }  // namespace openneuron::integration

@@ -7,6 +7,7 @@
 #include "hal/driver.h"
 #include "hal/pinned_allocator.h"
 #include "torch/aten/cpu_fallback.h"
+#include "torch/aten/router.h"
 #include "torch/runtime/cpu_allocation_redirect.h"
 #include "torch/runtime/device.h"
 #include "torch/runtime/device_allocator.h"
@@ -146,6 +147,7 @@ std::string fallback_policy() {
 PYBIND11_MODULE(_C, m) {
   using namespace openneuron::integration;
   install_cpu_allocation_redirect();
+  route_structured_ops_directly();
   m.def("_device_count", [] { return int(device_count()); });
   m.def("_current_device", [] { return int(current_device()); });
   m.def("_set_device", [](int d) { set_current_device(d); });
