@@ -127,11 +127,12 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 
 }  // namespace
 
-void route_structured_ops_directly() {
-  // A structured op's functional and in-place forms have a generic kernel
-  // (CompositeExplicitAutogradNonFunctional) that would allocate the output
-  // and then dispatch the out= form: two trips through the dispatcher for
-  // every add or mul. Routing them straight to the CPU kernel halves that.
+void route_ops_with_cpu_kernels_directly() {
+  // Ops with both a CPU kernel and a generic composite one would take the
+  // composite on neuron: a structured op's functional form allocates and
+  // then dispatches its out= form (two dispatcher trips for every add), and
+  // ops such as native_layer_norm would run a different algorithm than on
+  // CPU (different numerics, slower). Route them to the CPU kernel instead.
   static auto* library = new torch::Library(
       torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
       __LINE__);
@@ -142,8 +143,10 @@ void route_structured_ops_directly() {
     if (!op ||
         op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
         !op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
-        !op->hasKernelForDispatchKey(
-            c10::DispatchKey::CompositeExplicitAutogradNonFunctional))
+        !(op->hasKernelForDispatchKey(
+              c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+          op->hasKernelForDispatchKey(
+              c10::DispatchKey::CompositeExplicitAutograd)))
       continue;
     std::string op_name = name.name.substr(6);
     if (!name.overload_name.empty()) op_name += "." + name.overload_name;

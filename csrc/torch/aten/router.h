@@ -3,8 +3,9 @@
 
 namespace openneuron::integration {
 
-// Registers the router as the neuron kernel of structured ops, so they reach
-// the CPU kernel in one dispatch. Called once when openneuron._C loads.
-void route_structured_ops_directly();
+// Registers the router as the neuron kernel of every op that has a CPU
+// kernel but would otherwise take a generic composite kernel, so neuron runs
+// the same kernel as CPU, in one dispatch. Called when openneuron._C loads.
+void route_ops_with_cpu_kernels_directly();
 
 }  // namespace openneuron::integration

@@ -147,7 +147,7 @@ std::string fallback_policy() {
 PYBIND11_MODULE(_C, m) {
   using namespace openneuron::integration;
   install_cpu_allocation_redirect();
-  route_structured_ops_directly();
+  route_ops_with_cpu_kernels_directly();
   m.def("_device_count", [] { return int(device_count()); });
   m.def("_current_device", [] { return int(current_device()); });
   m.def("_set_device", [](int d) { set_current_device(d); });
