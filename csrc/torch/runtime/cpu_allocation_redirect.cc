@@ -30,18 +30,27 @@ class DeviceMemoryAsCpu final : public c10::Allocator {
 };
 
 // Wraps the CPU allocator PyTorch had; only redirected threads see a change.
+c10::DeleterFnPtr g_original_raw_deleter = nullptr;
+
+// Raw allocations (Allocator::raw_allocate) made while redirected hold device
+// memory; the raw deleter tells the two kinds apart by address.
+void raw_free(void* ptr) {
+  if (!ptr) return;
+  if (!free_device_memory(ptr)) g_original_raw_deleter(ptr);
+}
+
 class RedirectingCpuAllocator final : public c10::Allocator {
  public:
   explicit RedirectingCpuAllocator(c10::Allocator* original)
-      : original_(original) {}
+      : original_(original) {
+    g_original_raw_deleter = original->raw_deleter();
+  }
   c10::DataPtr allocate(size_t n) override {
     if (tls_redirect_device >= 0)
       return device_memory_as_cpu_allocator(tls_redirect_device)->allocate(n);
     return original_->allocate(n);
   }
-  c10::DeleterFnPtr raw_deleter() const override {
-    return original_->raw_deleter();
-  }
+  c10::DeleterFnPtr raw_deleter() const override { return &raw_free; }
   void copy_data(void* dest, const void* src, std::size_t n) const override {
     original_->copy_data(dest, src, n);
   }

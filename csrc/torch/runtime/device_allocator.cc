@@ -1,6 +1,8 @@
 #include "torch/runtime/device_allocator.h"
 
+#include <array>
 #include <cstring>
+#include <utility>
 
 #include <c10/core/Allocator.h>
 #include <c10/util/Exception.h>
@@ -13,16 +15,30 @@
 namespace openneuron::integration {
 namespace {
 
-// The DataPtr context: which device's allocator owns the block.
-struct BlockContext {
-  void* ptr;
-  c10::DeviceIndex device;
-};
+// One deleter per device index, so a DataPtr's context can be the pointer
+// itself (as Allocator::raw_allocate demands) and still name its device.
+constexpr int kMaxDevices = 64;
 
-void free_device_block(void* ctx) {
-  auto* block = static_cast<BlockContext*>(ctx);
-  hal::device_allocator(block->device).free(block->ptr);
-  delete block;
+template <int Device>
+void free_on_device(void* ptr) {
+  hal::device_allocator(Device).free(ptr);
+}
+
+template <int... Devices>
+constexpr std::array<c10::DeleterFnPtr, sizeof...(Devices)> make_deleters(
+    std::integer_sequence<int, Devices...>) {
+  return {&free_on_device<Devices>...};
+}
+
+constexpr auto kDeleters =
+    make_deleters(std::make_integer_sequence<int, kMaxDevices>());
+
+// The device whose allocator a DataPtr came from, or -1.
+int device_of(const c10::DataPtr& ptr) {
+  const auto deleter = ptr.get_deleter();
+  for (int d = 0; d < kMaxDevices; ++d)
+    if (kDeleters[d] == deleter) return d;
+  return -1;
 }
 
 void copy_stats(const hal::StatArray& from, c10::CachingAllocator::StatArray& to) {
@@ -47,12 +63,20 @@ c10::DataPtr allocate_device_memory(size_t nbytes, c10::DeviceIndex device,
   } catch (const hal::OutOfMemoryError& e) {
     TORCH_CHECK_WITH(OutOfMemoryError, false, e.what());
   }
-  return c10::DataPtr(ptr, new BlockContext{ptr, device}, &free_device_block,
-                      label);
+  return c10::DataPtr(ptr, ptr, kDeleters[device], label);
 }
 
-bool is_device_memory(const c10::DataPtr& ptr) {
-  return ptr.get_deleter() == &free_device_block;
+bool is_device_memory(const c10::DataPtr& ptr) { return device_of(ptr) >= 0; }
+
+bool free_device_memory(void* ptr) {
+  for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
+    auto& allocator = hal::device_allocator(d);
+    if (allocator.owns(ptr)) {
+      allocator.free(ptr);
+      return true;
+    }
+  }
+  return false;
 }
 
 c10::DataPtr DeviceAllocator::allocate(size_t nbytes) {
@@ -78,10 +102,9 @@ void DeviceAllocator::emptyCache(c10::MempoolId_t /*mempool_id*/) {
 
 void DeviceAllocator::recordStream(const c10::DataPtr& ptr,
                                    c10::Stream stream) {
-  if (!ptr.get() || !is_device_memory(ptr)) return;
-  auto* block = static_cast<BlockContext*>(ptr.get_context());
-  hal::device_allocator(block->device)
-      .record_stream(block->ptr, &queue_for(stream));
+  const int device = device_of(ptr);
+  if (!ptr.get() || device < 0) return;
+  hal::device_allocator(device).record_stream(ptr.get(), &queue_for(stream));
 }
 
 c10::CachingDeviceAllocator::DeviceStats DeviceAllocator::getDeviceStats(

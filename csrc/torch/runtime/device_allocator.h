@@ -33,5 +33,8 @@ c10::DataPtr allocate_device_memory(size_t nbytes, c10::DeviceIndex device,
                                     c10::Device label);
 // True when `ptr` was allocated by allocate_device_memory (any label).
 bool is_device_memory(const c10::DataPtr& ptr);
+// Frees device memory given only its address (a raw allocation); returns
+// false, freeing nothing, when no device allocator owns `ptr`.
+bool free_device_memory(void* ptr);
 
 }  // namespace openneuron::integration

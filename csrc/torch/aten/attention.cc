@@ -1,0 +1,26 @@
+// scaled_dot_product_attention picks its algorithm through a per-device
+// stub; devices without an entry get the slow "math" path, with numerics
+// unlike CPU's. The neuron entry asks the CPU selection (through the router,
+// on CPU views), so neuron runs the same fused CPU kernels as CPU.
+#include <ATen/native/transformers/attention.h>
+#include <ATen/ops/_fused_sdp_choice.h>
+
+namespace openneuron::integration {
+namespace {
+
+int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key,
+                         const at::Tensor& value,
+                         const std::optional<at::Tensor>& attn_mask,
+                         double dropout_p, bool is_causal,
+                         std::optional<double> scale, bool enable_gqa) {
+  return at::_fused_sdp_choice(query, key, value, attn_mask, dropout_p,
+                               is_causal, scale, enable_gqa);
+}
+
+}  // namespace
+}  // namespace openneuron::integration
+
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub,
+                              &openneuron::integration::fused_sdp_choice)
+}  // namespace at::native

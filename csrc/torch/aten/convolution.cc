@@ -1,0 +1,53 @@
+// Convolution. PyTorch picks a convolution algorithm per device type and
+// sends devices it does not know to convolution_overrideable; on the host
+// driver that runs ATen's CPU convolution (the same algorithm selection as on
+// CPU) on device memory.
+#include <ATen/ops/convolution.h>
+#include <ATen/ops/convolution_backward.h>
+#include <torch/library.h>
+
+#include "torch/aten/host_call.h"
+#include "torch/runtime/device.h"
+
+namespace openneuron::integration {
+namespace {
+
+at::Tensor convolution_overrideable(
+    const at::Tensor& input, const at::Tensor& weight,
+    const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
+    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
+    c10::IntArrayRef output_padding, int64_t groups) {
+  HostCall call(input.device().index());
+  return call.neuron(at::convolution(call.cpu(input), call.cpu(weight),
+                                     call.cpu(bias), stride, padding, dilation,
+                                     transposed, output_padding, groups));
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor>
+convolution_backward_overrideable(
+    const at::Tensor& grad_output, const at::Tensor& input,
+    const at::Tensor& weight, c10::IntArrayRef stride,
+    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
+    c10::IntArrayRef output_padding, int64_t groups,
+    std::array<bool, 3> output_mask) {
+  HostCall call(input.device().index());
+  // The bias has one entry per output channel.
+  const int64_t out_channels =
+      transposed ? weight.size(1) * groups : weight.size(0);
+  const std::vector<int64_t> bias_sizes{out_channels};
+  auto [grad_input, grad_weight, grad_bias] = at::convolution_backward(
+      call.cpu(grad_output), call.cpu(input), call.cpu(weight), bias_sizes,
+      stride, padding, dilation, transposed, output_padding, groups,
+      output_mask);
+  return {call.neuron(grad_input), call.neuron(grad_weight),
+          call.neuron(grad_bias)};
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("convolution_overrideable", TORCH_FN(convolution_overrideable));
+  m.impl("convolution_backward_overrideable",
+         TORCH_FN(convolution_backward_overrideable));
+}
+
+}  // namespace
+}  // namespace openneuron::integration
