@@ -56,7 +56,7 @@ c10::DataPtr allocate_device_memory(size_t nbytes, c10::DeviceIndex device,
                                     c10::Device label) {
   lazy_init();
   if (nbytes == 0) return c10::DataPtr(nullptr, label);
-  auto& queue = queue_for(current_stream(device));
+  auto& queue = current_queue(device);
   void* ptr;
   try {
     ptr = hal::device_allocator(device).allocate(nbytes, &queue);

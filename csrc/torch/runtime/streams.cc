@@ -38,6 +38,14 @@ DeviceQueues& device_queues(c10::DeviceIndex device) {
 constexpr int kMaxDevices = 64;
 thread_local std::array<c10::StreamId, kMaxDevices> tls_current_stream{};
 
+// The queue of each device's current stream, cached per thread: every op and
+// allocation asks for it, and streams change rarely.
+struct CachedQueue {
+  c10::StreamId id = -1;
+  hal::Queue* queue = nullptr;
+};
+thread_local std::array<CachedQueue, kMaxDevices> tls_current_queue{};
+
 }  // namespace
 
 hal::Queue& queue_for(const c10::Stream& stream) {
@@ -85,8 +93,19 @@ int stream_priority(const c10::Stream& stream) {
   return stream.id() > kPoolSize ? -1 : 0;
 }
 
+hal::Queue& current_queue(c10::DeviceIndex device) {
+  device = resolve_device_index(device);
+  auto& cached = tls_current_queue[device];
+  const auto id = tls_current_stream[device];
+  if (C10_UNLIKELY(cached.id != id || cached.queue == nullptr)) {
+    cached.queue = &queue_for(current_stream(device));
+    cached.id = id;
+  }
+  return *cached.queue;
+}
+
 void wait_current_stream(c10::DeviceIndex device) {
-  auto& queue = queue_for(current_stream(device));
+  auto& queue = current_queue(device);
   if (!queue.query()) queue.synchronize();
 }
 

@@ -20,6 +20,9 @@ c10::Stream exchange_stream(const c10::Stream& stream);
 c10::Stream stream_from_pool(c10::DeviceIndex device, int priority);
 int stream_priority(const c10::Stream& stream);
 
+// The queue of the current stream of `device` (-1: the current device).
+hal::Queue& current_queue(c10::DeviceIndex device);
+
 // Kernels of the host driver run on the calling thread; before one touches
 // device memory, asynchronous work queued on the current stream must finish.
 void wait_current_stream(c10::DeviceIndex device);
