@@ -96,19 +96,19 @@ c10::Storage CpuViews::adopt(const c10::Storage& cpu_storage) {
   auto* c = cpu_storage.unsafeGetStorageImpl();
   const size_t nbytes = c->nbytes();
   const c10::Device device(kNeuron, device_);
-  c10::DataPtr data;
   if (c->data_ptr().get() == nullptr || is_device_memory(c->data_ptr())) {
-    // Born in device memory: take ownership, no copy.
-    data = c->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));
-    c->set_data_ptr_noswap(c10::DataPtr(data.get(), c10::Device(c10::kCPU)));
-    data.unsafe_set_device(device);
-  } else {
-    // Allocated outside the redirect (e.g. on a worker thread): copy it in.
-    TransferCauseGuard cause(Cause::KernelOutput);
-    data = allocate_device_memory(nbytes, device_, device);
-    if (nbytes) std::memcpy(data.get(), c->data(), nbytes);
-    record_transfer(Direction::HostToDevice, nbytes);
+    // Born in device memory: the storage itself becomes a neuron storage,
+    // no copy and no new allocation. (The kernel's CPU tensor that still
+    // points at it is about to be dropped.)
+    c->mutable_data_ptr().unsafe_set_device(device);
+    c->set_allocator(c10::GetAllocator(kNeuron));
+    return cpu_storage;
   }
+  // Allocated outside the redirect (e.g. on a worker thread): copy it in.
+  TransferCauseGuard cause(Cause::KernelOutput);
+  auto data = allocate_device_memory(nbytes, device_, device);
+  if (nbytes) std::memcpy(data.get(), c->data(), nbytes);
+  record_transfer(Direction::HostToDevice, nbytes);
   return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
       c10::StorageImpl::use_byte_size_t(), nbytes, std::move(data),
       c10::GetAllocator(kNeuron), /*resizable=*/true));
