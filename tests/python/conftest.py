@@ -1,0 +1,89 @@
+"""Shared fixtures and helpers of the OpenNeuron Python suite.
+
+`import torch` alone loads OpenNeuron (torch.backends entry point), so the
+tests use the device exactly as a user would. Tests that need another
+environment (autoload off, a small device, fewer devices, a forced CPU
+fallback, fork) run a short script in a fresh interpreter with `run_python`.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import openneuron  # noqa: F401  (already loaded by import torch, unless the
+#                    caller's environment has TORCH_DEVICE_BACKEND_AUTOLOAD=0)
+
+# Variables of OpenNeuron (and PyTorch's autoload switch) that a developer's
+# shell may have set; subprocesses start from a clean slate unless a test sets
+# them on purpose.
+_OPENNEURON_ENV = (
+    "OPENNEURON_DRIVER",
+    "OPENNEURON_HOST_DEVICES",
+    "OPENNEURON_HOST_DEVICE_MEMORY",
+    "OPENNEURON_CPU_FALLBACK",
+    "OPENNEURON_FORCE_CPU_FALLBACK",
+    "OPENNEURON_LAUNCH_BLOCKING",
+    "TORCH_DEVICE_BACKEND_AUTOLOAD",
+)
+
+
+def run_python(code, env=None, timeout=90, check=True, script_dir=None):
+    """Runs `code` in a fresh interpreter (sys.executable -c) and returns the
+    CompletedProcess (text mode). `env` entries are added to a clean copy of
+    the environment; check=True fails the test, with both output streams, on
+    a non-zero exit status. With `script_dir`, the code runs from a file
+    there (needed by multiprocessing's 'spawn', which re-imports __main__)."""
+    full_env = {k: v for k, v in os.environ.items() if k not in _OPENNEURON_ENV}
+    full_env.update(env or {})
+    code = textwrap.dedent(code)
+    if script_dir is not None:
+        path = os.path.join(str(script_dir), "script.py")
+        with open(path, "w") as f:
+            f.write(code)
+        argv = [sys.executable, path]
+    else:
+        argv = [sys.executable, "-c", code]
+    proc = subprocess.run(
+        argv,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if check and proc.returncode != 0:
+        pytest.fail(
+            f"subprocess exited with {proc.returncode}\n"
+            f"--- stdout ---\n{proc.stdout}\n--- stderr ---\n{proc.stderr}"
+        )
+    return proc
+
+
+@pytest.fixture
+def transfers():
+    """Resets the transfer counter; yields a function returning its stats."""
+    torch.neuron.synchronize()
+    torch.neuron.reset_transfer_stats()
+    yield torch.neuron.transfer_stats
+    torch.neuron.reset_transfer_stats()
+
+
+@pytest.fixture(autouse=True)
+def _restore_device_state():
+    """Every test starts and ends on neuron:0 with the default stream."""
+    torch.neuron.set_device(0)
+    yield
+    for index in range(torch.neuron.device_count()):
+        torch.neuron.set_stream(torch.neuron.default_stream(index))
+    torch.neuron.set_device(0)
+    torch.neuron.synchronize()
+
+
+def count(stats, direction, cause="copy"):
+    return stats[direction][cause]["count"]
+
+
+def nbytes(stats, direction, cause="copy"):
+    return stats[direction][cause]["bytes"]
