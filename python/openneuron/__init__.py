@@ -6,11 +6,9 @@ TORCH_DEVICE_BACKEND_AUTOLOAD=0, `import openneuron` loads it.
 """
 _initializing = True  # read by the autoload entry point (see _openneuron_autoload)
 
-import os  # noqa: E402
-
 import torch  # noqa: E402
 
-from . import _build_info  # noqa: E402
+from . import _build_info, _shared_parameters  # noqa: E402
 
 __all__ = ["is_loaded"]
 
@@ -41,12 +39,7 @@ def _load():
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
-    # PyTorch converts module parameters in place (param.data = ...) only for
-    # its built-in devices; for others it makes new Parameters, which silently
-    # unties shared weights (a GPT's tied embedding) and detaches optimizers.
-    # Swapping keeps every Parameter object, as CUDA users expect.
-    if os.environ.get("OPENNEURON_SWAP_MODULE_PARAMS", "1") != "0":
-        torch.__future__.set_swap_module_params_on_conversion(True)
+    _shared_parameters.install()
     _loaded = True
 
 

@@ -9,11 +9,6 @@ import torch.nn.functional as F
 DEV = torch.device("neuron", 0)
 LOW = [torch.bfloat16, torch.float16]
 
-AUTOCAST_FALLTHROUGH_BUG = (
-    "ops without an autocast rule (add, relu, view, t, cat, mse_loss, "
-    "cross_entropy...) fail inside torch.autocast('neuron'): no fallthrough "
-    "fallback is registered for the AutocastPrivateUse1 key"
-)
 
 
 def inputs():
@@ -84,7 +79,6 @@ def test_autocast_neuron_does_not_affect_cpu_tensors():
         assert F.linear(ac, wc).dtype == torch.float32
 
 
-@pytest.mark.xfail(reason=AUTOCAST_FALLTHROUGH_BUG, strict=True)
 @pytest.mark.parametrize("dtype", LOW, ids=str)
 def test_model_forward_under_autocast(dtype):
     torch.manual_seed(0)
@@ -156,7 +150,6 @@ def test_grad_scaler_skips_step_on_inf():
     scaler.unscale_(opt)
 
 
-@pytest.mark.xfail(reason=AUTOCAST_FALLTHROUGH_BUG, strict=True)
 def test_autocast_with_grad_scaler_training_step():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.GELU(), torch.nn.Linear(8, 2)).to(DEV)

@@ -196,13 +196,6 @@ def test_reload_settings_in_process(transfers):
     assert N.fallback_policy() == "warn"
 
 
-@pytest.mark.xfail(
-    reason="OPENNEURON_FORCE_CPU_FALLBACK=all crashes (stack overflow) on the "
-    "first in-place/out= op, e.g. torch.ones(..., device='neuron'): "
-    "cpu_fallback copies back with _copy_from_and_resize, whose resize_ is "
-    "itself forced onto the fallback, which copies back with resize_ ...",
-    strict=True,
-)
 def test_force_all_training_step_matches_cpu():
     proc = run_python(
         """

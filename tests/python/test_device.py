@@ -37,11 +37,6 @@ def test_device_count_from_env():
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(
-    reason="device_count() swallows the HAL config error: an invalid "
-    "OPENNEURON_HOST_DEVICES reads as 0 devices, its message is lost",
-    strict=True,
-)
 def test_invalid_device_count_env_is_reported():
     proc = run_python(
         """
@@ -179,12 +174,6 @@ def test_module_to_keeps_parameters_and_ties():
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(
-    reason="OpenNeuron turns on torch.__future__.set_swap_module_params_on_"
-    "conversion globally: module.to()/.double() now raise 'Couldn't swap' "
-    "when an autograd graph of an earlier forward is alive, even for CPU-only models",
-    strict=True,
-)
 def test_module_conversion_with_live_graph():
     proc = run_python(
         """
@@ -238,12 +227,6 @@ def test_accelerator_api():
     assert x.shape == (64, 64)
 
 
-@pytest.mark.xfail(
-    reason="torch.accelerator.get_device_capability: GuardImpl does not "
-    "override getDeviceCapability ('Backend doesn't support getting device "
-    "capabilities')",
-    strict=True,
-)
 def test_accelerator_device_capability():
     capability = torch.accelerator.get_device_capability("neuron:0")
     assert torch.float32 in capability["supported_dtypes"]
@@ -251,11 +234,6 @@ def test_accelerator_device_capability():
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(
-    reason="torch.accelerator.empty_host_cache() segfaults once the device "
-    "is initialised (no at::HostAllocator registered for PrivateUse1)",
-    strict=True,
-)
 def test_accelerator_empty_host_cache():
     proc = run_python(
         """

@@ -291,12 +291,6 @@ def test_set_():
     assert cpu[4] == neuron[4] == 8
 
 
-@pytest.mark.xfail(
-    reason="neuron_tensor.set_(cpu_tensor) silently copies the CPU data into "
-    "device memory instead of raising (aten::set_ is in the accepts-CPU-tensors "
-    "list; CpuViews::adopt copies the foreign storage)",
-    strict=True,
-)
 def test_set_to_cpu_storage_is_rejected():
     n = torch.empty(0, device=DEV)
     with pytest.raises(RuntimeError):
@@ -526,11 +520,6 @@ def test_convolution(make, shape):
     torch.testing.assert_close(conv_n.bias.grad.cpu(), conv.bias.grad)
 
 
-@pytest.mark.xfail(
-    reason="nn.LSTM/nn.GRU fail: on a privateuse1 device PyTorch uses "
-    "aten::_thnn_fused_lstm_cell/_thnn_fused_gru_cell, which have no CPU kernel",
-    strict=True,
-)
 def test_recurrent_layers():
     torch.manual_seed(0)
     lstm = torch.nn.LSTM(4, 5)

@@ -101,13 +101,6 @@ def test_multiprocessing_fork_and_spawn(tmp_path):
     assert spawn_line == "spawn ok False 2.0"
 
 
-@pytest.mark.xfail(
-    reason="in a bad-fork child, torch.neuron.synchronize() and "
-    "neuron_tensor.cpu() skip the fork check (_synchronize calls the driver "
-    "directly; copies use the thread's cached stream queue) and hang forever "
-    "when the parent had queued work, instead of raising",
-    strict=True,
-)
 def test_bad_fork_child_with_pending_work_raises_instead_of_hanging():
     proc = run_python(
         """

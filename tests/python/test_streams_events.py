@@ -67,11 +67,6 @@ def test_stream_context_nests_and_restores_on_error():
     assert N.current_stream() == N.default_stream()
 
 
-@pytest.mark.xfail(
-    reason="torch.neuron.stream(s) with s on another device leaves that device "
-    "current after the block (StreamContext.__exit__ does not restore the device)",
-    strict=True,
-)
 def test_stream_context_on_other_device_restores_current_device():
     s1 = N.Stream(device=1)
     with N.stream(s1):
@@ -162,12 +157,6 @@ def test_elapsed_time_requires_timing():
         a.elapsed_time(b)
 
 
-@pytest.mark.xfail(
-    reason="torch.neuron.Event.elapsed_time(other torch.neuron.Event) fails: "
-    "torch.Event's C check wants exactly torch.Event, the subclass does not "
-    "override elapsed_time",
-    strict=True,
-)
 def test_neuron_event_elapsed_time():
     start = N.Event(enable_timing=True)
     end = N.Event(enable_timing=True)

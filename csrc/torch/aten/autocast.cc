@@ -18,6 +18,11 @@ using at::IntArrayRef;
   KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
 #define PROMOTE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, promote)
 
+// Ops off the lists run unchanged.
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
+  m.fallback(::torch::CppFunction::makeFallthrough());
+}
+
 TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
   AT_FORALL_LOWER_PRECISION_FP(LOWER)
   AT_FORALL_FP32(FP32)

@@ -18,15 +18,28 @@ const std::unordered_set<std::string_view>& no_device_check_ops() {
   return ops;
 }
 
+bool starts_with_any(std::string_view name,
+                     std::initializer_list<std::string_view> prefixes) {
+  for (auto prefix : prefixes)
+    if (name.substr(0, prefix.size()) == prefix) return true;
+  return false;
+}
+
 // Ops that, like on CUDA, take CPU index or source tensors next to device ones.
 bool takes_cpu_tensors(std::string_view name) {
-  for (std::string_view prefix :
-       {"aten::index.", "aten::index_put", "aten::_index_put_impl_",
-        "aten::copy_", "aten::_copy_from", "aten::_to_copy", "aten::set_",
-        "aten::_unsafe_index"}) {
-    if (name.substr(0, prefix.size()) == prefix) return true;
-  }
-  return false;
+  return starts_with_any(
+      name, {"aten::index.", "aten::index_put", "aten::_index_put_impl_",
+             "aten::copy_", "aten::_copy_from", "aten::_to_copy",
+             "aten::_unsafe_index"});
+}
+
+// Ops that manage memory or metadata and move no data always run natively:
+// the CPU-fallback path itself uses them to write results back.
+bool never_falls_back(std::string_view name) {
+  return starts_with_any(
+      name, {"aten::resize", "aten::set_", "aten::as_strided",
+             "aten::_copy_from", "aten::copy_", "aten::empty",
+             "aten::_local_scalar_dense", "aten::record_stream"});
 }
 
 OpInfo make_op_info(const c10::OperatorHandle& op) {
@@ -36,7 +49,8 @@ OpInfo make_op_info(const c10::OperatorHandle& op) {
   info.exact_same_device = !no_device_check_ops().count(info.name);
   info.accepts_cpu_tensors = takes_cpu_tensors(info.name);
   info.has_mutable_args = schema.is_mutable();
-  info.force_cpu_fallback = settings().forces_cpu_fallback(info.name);
+  info.force_cpu_fallback = !never_falls_back(info.name) &&
+                            settings().forces_cpu_fallback(info.name);
   info.settings_generation = settings_generation();
   const auto& args = schema.arguments();
   for (size_t i = 0; i < args.size(); ++i) {

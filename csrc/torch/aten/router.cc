@@ -98,8 +98,8 @@ void run_host_kernel(const c10::OperatorHandle& op, const OpInfo& info,
           "ATen's CPU kernels and this op has none.\n",
           e.what_without_backtrace());
     } catch (c10::Error& e) {
-      e.add_context("(while running " + info.name + " on neuron:" +
-                    std::to_string(device) + ")");
+      e.add_context("while running " + info.name + " on neuron:" +
+                    std::to_string(device));
       throw;
     }
   }

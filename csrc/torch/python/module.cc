@@ -152,6 +152,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_current_device", [] { return int(current_device()); });
   m.def("_set_device", [](int d) { set_current_device(d); });
   m.def("_synchronize", [](int d) {
+    lazy_init();
     py::gil_scoped_release no_gil;
     openneuron::hal::driver().synchronize(resolve_device_index(d));
   });

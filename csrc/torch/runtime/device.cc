@@ -26,13 +26,28 @@ void mark_bad_fork_in_child() {
 c10::DeviceIndex device_count() noexcept {
   try {
     return static_cast<c10::DeviceIndex>(hal::driver().device_count());
-  } catch (...) {
+  } catch (const std::exception& e) {
+    // A bad setting (OPENNEURON_HOST_DEVICES=abc) leaves no device; say why.
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      try {
+        TORCH_WARN("The neuron device is unavailable: ", e.what());
+      } catch (...) {
+      }
+    });
     return 0;
   }
 }
 
 void check_device_index(c10::DeviceIndex index) {
   const auto count = device_count();
+  if (C10_UNLIKELY(count == 0)) {
+    try {
+      hal::driver().device_count();
+    } catch (const std::exception& e) {
+      TORCH_CHECK(false, "The neuron device is unavailable: ", e.what());
+    }
+  }
   TORCH_CHECK_INDEX(
       index >= 0 && index < count, "Invalid device index neuron:", int(index),
       ": there are ", int(count), " neuron device(s), valid indices are 0..",

@@ -54,6 +54,10 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::Stream exchangeStream(c10::Stream s) const override {
     return exchange_stream(s);
   }
+  c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
+    resolve_device_index(d.index());
+    return c10::DeviceCapability();  // host kernels support every dtype
+  }
   c10::DeviceIndex deviceCount() const noexcept override {
     return device_count();
   }

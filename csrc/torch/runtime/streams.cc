@@ -94,6 +94,7 @@ int stream_priority(const c10::Stream& stream) {
 }
 
 hal::Queue& current_queue(c10::DeviceIndex device) {
+  lazy_init();  // also refuses a forked child: its queues have no threads
   device = resolve_device_index(device);
   auto& cached = tls_current_queue[device];
   const auto id = tls_current_stream[device];

@@ -25,7 +25,7 @@ class Stream(torch.Stream):
 
     def record_event(self, event=None):
         if event is None:
-            event = Event()
+            event = torch.Event(device=self.device)
         event.record(self)
         return event
 
@@ -47,23 +47,25 @@ def _wrap(stream: torch.Stream) -> Stream:
     )
 
 
-class Event(torch.Event):
-    """A marker in a stream: query, synchronize, elapsed_time."""
+class _NeuronEventType(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, torch.Event) and obj.device.type == "neuron"
+
+
+class Event(metaclass=_NeuronEventType):
+    """A marker in a stream: record, query, synchronize, elapsed_time.
+
+    Creates a plain torch.Event on the current neuron device (PyTorch's event
+    methods accept no subclass), so isinstance(e, torch.neuron.Event) holds
+    for any neuron torch.Event."""
 
     def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
-        return super().__new__(
-            cls,
+        return torch.Event(
             device=torch.device("neuron", _C._current_device()),
             enable_timing=enable_timing,
             blocking=blocking,
             interprocess=interprocess,
         )
-
-    def record(self, stream=None) -> None:
-        super().record(stream if stream is not None else current_stream())
-
-    def wait(self, stream=None) -> None:
-        super().wait(stream if stream is not None else current_stream())
 
 
 def current_stream(device=None) -> Stream:
@@ -90,6 +92,7 @@ class StreamContext:
     def __enter__(self):
         if self.stream is None:
             return None
+        self.previous_device = _C._current_device()
         self.previous = torch.accelerator.current_stream(self.stream.device)
         torch.accelerator.set_stream(self.stream)
         return self.stream
@@ -97,6 +100,7 @@ class StreamContext:
     def __exit__(self, *exc):
         if self.stream is not None:
             torch.accelerator.set_stream(self.previous)
+            _C._set_device(self.previous_device)
         return False
 
 
