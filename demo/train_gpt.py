@@ -197,6 +197,15 @@ def progress_bar(total, desc):
 
 
 def peak_rss_mib():
+    """Peak resident memory of this process. On Linux VmHWM, since ru_maxrss
+    survives exec and would report a parent's peak for a child process."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
     return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
 
