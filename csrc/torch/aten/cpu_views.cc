@@ -118,8 +118,18 @@ at::Tensor CpuViews::to_neuron(const at::Tensor& cpu_tensor) {
   if (!cpu_tensor.defined() || !cpu_tensor.is_cpu()) return cpu_tensor;
   for (auto& [cpu, neuron] : tensors_)
     if (cpu.is_same(cpu_tensor)) return neuron;
-  return make_tensor(neuron_storage_for(cpu_tensor.storage()),
-                     c10::DispatchKey::PrivateUse1, cpu_tensor);
+  auto storage = neuron_storage_for(cpu_tensor.storage());
+  if (cpu_tensor.use_count() == 1) {
+    // Nobody else holds the kernel's fresh result: turn that TensorImpl into
+    // the neuron tensor instead of building a second one (half the cost of
+    // a small op is making and destroying TensorImpls).
+    auto* impl = cpu_tensor.unsafeGetTensorImpl();
+    impl->set_storage_keep_dtype(std::move(storage));
+    impl->_change_backend_component_keys(impl->storage().device());
+    return cpu_tensor;
+  }
+  return make_tensor(std::move(storage), c10::DispatchKey::PrivateUse1,
+                     cpu_tensor);
 }
 
 }  // namespace openneuron::integration
