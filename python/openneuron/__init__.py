@@ -32,7 +32,7 @@ def _load():
         return
     _check_torch_version()
     from . import _C  # noqa: F401  (registers kernels, hooks, allocators)
-    from . import neuron
+    from . import distributed, neuron
 
     torch.utils.rename_privateuse1_backend("neuron")
     torch._register_device_module("neuron", neuron)
@@ -40,6 +40,7 @@ def _load():
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
     _shared_parameters.install()
+    distributed.register()
     _loaded = True
 
 

@@ -8,6 +8,7 @@
 #include "hal/pinned_allocator.h"
 #include "torch/aten/cpu_fallback.h"
 #include "torch/aten/router.h"
+#include "torch/distributed/neuron_backend.h"
 #include "torch/runtime/cpu_allocation_redirect.h"
 #include "torch/runtime/device.h"
 #include "torch/runtime/device_allocator.h"
@@ -188,4 +189,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_fallback_policy", &set_fallback_policy);
   m.def("_fallback_policy", &fallback_policy);
   m.def("_reload_settings", [] { reload_settings(); });
+  m.def("_create_distributed_backend",
+        [](const c10::intrusive_ptr<c10d::Backend>& transport, int rank,
+           int size) {
+          return c10::intrusive_ptr<c10d::Backend>(
+              c10::make_intrusive<NeuronBackend>(transport, rank, size));
+        },
+        py::call_guard<py::gil_scoped_release>());
 }

@@ -1,0 +1,249 @@
+#include "torch/distributed/neuron_backend.h"
+
+#include "torch/distributed/host_alias.h"
+#include "torch/distributed/neuron_work.h"
+#include "torch/runtime/device.h"
+
+namespace openneuron::integration {
+namespace {
+
+using c10d::OpType;
+using Tensors = std::vector<at::Tensor>;
+
+std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<at::Tensor> out;
+  for (const auto& list : lists) out.insert(out.end(), list.begin(), list.end());
+  return out;
+}
+
+// Gloo has no average: reduce with a sum, then divide the results.
+template <typename Options>
+std::pair<Options, bool> without_average(const Options& opts) {
+  Options copy = opts;
+  const bool average = opts.reduceOp == c10d::ReduceOp::AVG;
+  if (average) copy.reduceOp = c10d::ReduceOp::SUM;
+  return {copy, average};
+}
+
+std::function<void()> divide_by(Tensors tensors, int size, bool enabled) {
+  if (!enabled) return nullptr;
+  return [tensors = std::move(tensors), size]() mutable {
+    for (auto& t : tensors) {
+      if (at::isIntegralType(t.scalar_type(), /*includeBool=*/true)) {
+        t.div_(size, "floor");
+      } else {
+        t.div_(size);
+      }
+    }
+  };
+}
+
+}  // namespace
+
+NeuronBackend::NeuronBackend(c10::intrusive_ptr<c10d::Backend> transport,
+                             int rank, int size)
+    : c10d::Backend(rank, size), gloo_(std::move(transport)) {
+  TORCH_CHECK(gloo_->getRank() == rank && gloo_->getSize() == size,
+              "neuron backend: the transport's rank/size (", gloo_->getRank(),
+              "/", gloo_->getSize(), ") differ from the group's (", rank, "/",
+              size, ")");
+}
+
+c10::Device NeuronBackend::device_of(const Tensors& tensors) const {
+  for (const auto& t : tensors)
+    if (t.defined() && t.device().type() == kNeuron) return t.device();
+  return c10::Device(kNeuron, current_device());
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::wrap(
+    c10::intrusive_ptr<c10d::Work> work, Tensors outputs, OpType type,
+    const char* name, std::function<void()> finish) {
+  const auto device = device_of(outputs);
+  return NeuronWork::create(
+      std::move(work), std::move(outputs), device, getRank(), type,
+      c10::str(name, " (sequence number ", sequence_++, ", rank ", getRank(),
+               " of ", getSize(), ")"),
+      std::move(finish));
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::broadcast(
+    Tensors& tensors, const c10d::BroadcastOptions& opts) {
+  auto host = host_aliases(tensors, "broadcast");
+  return wrap(gloo_->broadcast(host, opts), tensors, OpType::BROADCAST,
+              "broadcast");
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::allreduce(
+    Tensors& tensors, const c10d::AllreduceOptions& opts) {
+  auto host = host_aliases(tensors, "allreduce");
+  auto [gloo_opts, average] = without_average(opts);
+  return wrap(gloo_->allreduce(host, gloo_opts), tensors, OpType::ALLREDUCE,
+              "allreduce", divide_by(host, getSize(), average));
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::allreduce_coalesced(
+    Tensors& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  auto host = host_aliases(tensors, "allreduce_coalesced");
+  auto [gloo_opts, average] = without_average(opts);
+  return wrap(gloo_->allreduce_coalesced(host, gloo_opts), tensors,
+              OpType::ALLREDUCE_COALESCED, "allreduce_coalesced",
+              divide_by(host, getSize(), average));
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::reduce(
+    Tensors& tensors, const c10d::ReduceOptions& opts) {
+  auto host = host_aliases(tensors, "reduce");
+  auto [gloo_opts, average] = without_average(opts);
+  const bool is_root = opts.rootRank == getRank();
+  return wrap(gloo_->reduce(host, gloo_opts), tensors, OpType::REDUCE,
+              "reduce", divide_by(host, getSize(), average && is_root));
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::allgather(
+    std::vector<Tensors>& outputs, Tensors& inputs,
+    const c10d::AllgatherOptions& opts) {
+  auto host_out = host_aliases(outputs, "allgather");
+  auto host_in = host_aliases(inputs, "allgather");
+  return wrap(gloo_->allgather(host_out, host_in, opts), flatten(outputs),
+              OpType::ALLGATHER, "allgather");
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::_allgather_base(
+    at::Tensor& output, at::Tensor& input,
+    const c10d::AllgatherOptions& opts) {
+  auto host_out = host_alias(output, "all_gather_into_tensor");
+  auto host_in = host_alias(input, "all_gather_into_tensor");
+  return wrap(gloo_->_allgather_base(host_out, host_in, opts), {output},
+              OpType::_ALLGATHER_BASE, "all_gather_into_tensor");
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::allgather_into_tensor_coalesced(
+    Tensors& outputs, Tensors& inputs, const c10d::AllgatherOptions& opts) {
+  auto host_out = host_aliases(outputs, "all_gather_into_tensor_coalesced");
+  auto host_in = host_aliases(inputs, "all_gather_into_tensor_coalesced");
+  return wrap(gloo_->allgather_into_tensor_coalesced(host_out, host_in, opts),
+              outputs, OpType::COALESCED, "all_gather_into_tensor_coalesced");
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::allgather_coalesced(
+    std::vector<Tensors>& outputs, Tensors& inputs,
+    const c10d::AllgatherOptions& opts) {
+  auto host_out = host_aliases(outputs, "allgather_coalesced");
+  auto host_in = host_aliases(inputs, "allgather_coalesced");
+  return wrap(gloo_->allgather_coalesced(host_out, host_in, opts),
+              flatten(outputs), OpType::ALLGATHER_COALESCED,
+              "allgather_coalesced");
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::gather(
+    std::vector<Tensors>& outputs, Tensors& inputs,
+    const c10d::GatherOptions& opts) {
+  auto host_out = host_aliases(outputs, "gather");
+  auto host_in = host_aliases(inputs, "gather");
+  return wrap(gloo_->gather(host_out, host_in, opts), flatten(outputs),
+              OpType::GATHER, "gather");
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::scatter(
+    Tensors& outputs, std::vector<Tensors>& inputs,
+    const c10d::ScatterOptions& opts) {
+  auto host_out = host_aliases(outputs, "scatter");
+  auto host_in = host_aliases(inputs, "scatter");
+  return wrap(gloo_->scatter(host_out, host_in, opts), outputs,
+              OpType::SCATTER, "scatter");
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::reduce_scatter(
+    Tensors& outputs, std::vector<Tensors>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  auto host_out = host_aliases(outputs, "reduce_scatter");
+  auto host_in = host_aliases(inputs, "reduce_scatter");
+  auto [gloo_opts, average] = without_average(opts);
+  return wrap(gloo_->reduce_scatter(host_out, host_in, gloo_opts), outputs,
+              OpType::REDUCE_SCATTER, "reduce_scatter",
+              divide_by(host_out, getSize(), average));
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input,
+    const c10d::ReduceScatterOptions& opts) {
+  auto host_out = host_alias(output, "reduce_scatter_tensor");
+  auto host_in = host_alias(input, "reduce_scatter_tensor");
+  auto [gloo_opts, average] = without_average(opts);
+  return wrap(gloo_->_reduce_scatter_base(host_out, host_in, gloo_opts),
+              {output}, OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor",
+              divide_by({host_out}, getSize(), average));
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::reduce_scatter_tensor_coalesced(
+    Tensors& outputs, Tensors& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  auto host_out = host_aliases(outputs, "reduce_scatter_tensor_coalesced");
+  auto host_in = host_aliases(inputs, "reduce_scatter_tensor_coalesced");
+  auto [gloo_opts, average] = without_average(opts);
+  return wrap(
+      gloo_->reduce_scatter_tensor_coalesced(host_out, host_in, gloo_opts),
+      outputs, OpType::COALESCED, "reduce_scatter_tensor_coalesced",
+      divide_by(host_out, getSize(), average));
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::alltoall_base(
+    at::Tensor& output, at::Tensor& input,
+    std::vector<int64_t>& output_split_sizes,
+    std::vector<int64_t>& input_split_sizes,
+    const c10d::AllToAllOptions& opts) {
+  auto host_out = host_alias(output, "all_to_all_single");
+  auto host_in = host_alias(input, "all_to_all_single");
+  return wrap(gloo_->alltoall_base(host_out, host_in, output_split_sizes,
+                                   input_split_sizes, opts),
+              {output}, OpType::ALLTOALL_BASE, "all_to_all_single");
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::alltoall(
+    Tensors& outputs, Tensors& inputs, const c10d::AllToAllOptions& opts) {
+  auto host_out = host_aliases(outputs, "all_to_all");
+  auto host_in = host_aliases(inputs, "all_to_all");
+  return wrap(gloo_->alltoall(host_out, host_in, opts), outputs,
+              OpType::ALLTOALL, "all_to_all");
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::send(Tensors& tensors,
+                                                   int dst_rank, int tag) {
+  auto host = host_aliases(tensors, "send");
+  return wrap(gloo_->send(host, dst_rank, tag), tensors, OpType::SEND,
+              "send");
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::recv(Tensors& tensors,
+                                                   int src_rank, int tag) {
+  auto host = host_aliases(tensors, "recv");
+  return wrap(gloo_->recv(host, src_rank, tag), tensors, OpType::RECV,
+              "recv");
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::recvAnysource(Tensors& tensors,
+                                                            int tag) {
+  auto host = host_aliases(tensors, "recv");
+  auto work = gloo_->recvAnysource(host, tag);
+  auto wrapped = wrap(work, tensors, OpType::RECVANYSOURCE, "recv");
+  return wrapped;
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::barrier(
+    const c10d::BarrierOptions& opts) {
+  return wrap(gloo_->barrier(opts), {}, OpType::BARRIER, "barrier");
+}
+
+void NeuronBackend::setTimeout(std::chrono::milliseconds timeout) {
+  gloo_->setTimeout(timeout);
+}
+
+uint64_t NeuronBackend::getSequenceNumberForGroup() {
+  return gloo_->getSequenceNumberForGroup();
+}
+
+void NeuronBackend::setSequenceNumberForGroup() {
+  gloo_->setSequenceNumberForGroup();
+}
+
+}  // namespace openneuron::integration

@@ -1,0 +1,98 @@
+// The `neuron` c10d backend. Collectives on neuron tensors run on Gloo (TCP,
+// PyTorch's standard rendezvous, across machines), handed CPU aliases of the
+// device memory: zero-copy on the host driver. What Gloo lacks is built here
+// (average as sum then divide); everything else is Gloo's, unchanged.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+namespace openneuron::integration {
+
+class NeuronBackend : public c10d::Backend {
+ public:
+  // `transport` is a Gloo backend of the same group (made by PyTorch's
+  // Python API: the wheel ships no Gloo headers to build one here).
+  NeuronBackend(c10::intrusive_ptr<c10d::Backend> transport, int rank,
+                int size);
+
+  const std::string getBackendName() const override { return "neuron"; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(
+      std::vector<at::Tensor>& tensors,
+      const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(
+      std::vector<at::Tensor>& tensors,
+      const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors,
+      const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(
+      std::vector<at::Tensor>& tensors,
+      const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(
+      std::vector<std::vector<at::Tensor>>& outputs,
+      std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(
+      at::Tensor& output, at::Tensor& input,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputs,
+      std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(
+      std::vector<std::vector<at::Tensor>>& outputs,
+      std::vector<at::Tensor>& inputs,
+      const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(
+      std::vector<at::Tensor>& outputs,
+      std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(
+      std::vector<at::Tensor>& outputs,
+      std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(
+      at::Tensor& output, at::Tensor& input,
+      std::vector<int64_t>& output_split_sizes,
+      std::vector<int64_t>& input_split_sizes,
+      const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors,
+                                      int dst_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors,
+                                      int src_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(
+      std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(
+      const c10d::BarrierOptions& opts) override;
+
+  void setTimeout(std::chrono::milliseconds timeout) override;
+  uint64_t getSequenceNumberForGroup() override;
+  void setSequenceNumberForGroup() override;
+
+ private:
+  // Wraps the transport's work: outputs are the neuron tensors, `finish`
+  // post-processes them on success.
+  c10::intrusive_ptr<c10d::Work> wrap(
+      c10::intrusive_ptr<c10d::Work> work, std::vector<at::Tensor> outputs,
+      c10d::OpType type, const char* name,
+      std::function<void()> finish = nullptr);
+  c10::Device device_of(const std::vector<at::Tensor>& tensors) const;
+
+  c10::intrusive_ptr<c10d::Backend> gloo_;
+  uint64_t sequence_ = 0;
+};
+
+}  // namespace openneuron::integration
