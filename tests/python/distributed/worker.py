@@ -1,0 +1,174 @@
+"""Scenarios run under torchrun by tests/python/test_distributed.py.
+
+Each checks neuron results against the same collective run by Gloo on CPU
+tensors (a second group), and exits non-zero on any mismatch."""
+import datetime
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+RANK = int(os.environ["RANK"])
+WORLD = int(os.environ["WORLD_SIZE"])
+DEVICE = torch.device("neuron", RANK % torch.neuron.device_count())
+
+
+def init(timeout_s=60):
+    torch.neuron.set_device(DEVICE)
+    dist.init_process_group("cpu:gloo,neuron:neuron", timeout=datetime.timedelta(seconds=timeout_s))
+    return dist.new_group(backend="gloo")
+
+
+def same(neuron_value, cpu_value, what):
+    if isinstance(neuron_value, (list, tuple)):
+        for i, (n, c) in enumerate(zip(neuron_value, cpu_value)):
+            same(n, c, f"{what}[{i}]")
+        return
+    assert neuron_value.device.type == "neuron", f"{what}: result on {neuron_value.device}"
+    torch.testing.assert_close(neuron_value.cpu(), cpu_value, msg=lambda m: f"{what}: {m}")
+
+
+def data(shape=(5,), seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed * 100 + RANK)
+    return (torch.randn(shape, generator=g) * 4).round().to(dtype)
+
+
+def both(fn, *cpu_args):
+    """Runs fn on CPU tensors with Gloo and on neuron copies with neuron."""
+    cpu = [a.clone() if isinstance(a, torch.Tensor) else [t.clone() for t in a] for a in cpu_args]
+    dev = [a.to(DEVICE) if isinstance(a, torch.Tensor) else [t.to(DEVICE) for t in a] for a in cpu_args]
+    fn(cpu, GLOO)
+    fn(dev, None)
+    return dev, cpu
+
+
+def collectives():
+    global GLOO
+    GLOO = init()
+    ops = [dist.ReduceOp.SUM, dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN, dist.ReduceOp.MAX]
+    for op in ops:
+        dev, cpu = both(lambda a, g: dist.all_reduce(a[0], op=op, group=g), data())
+        same(dev[0], cpu[0], f"all_reduce {op}")
+    t = data()
+    avg = t.to(DEVICE)
+    dist.all_reduce(avg, op=dist.ReduceOp.AVG)
+    ref = t.clone()
+    dist.all_reduce(ref, group=GLOO)
+    same(avg, ref / WORLD, "all_reduce AVG")
+    work = dist.all_reduce(t.to(DEVICE), async_op=True)
+    value = work.get_future().wait()[0]
+    assert value.device.type == "neuron", value.device
+    dev, cpu = both(lambda a, g: dist.all_reduce_coalesced(a[0], group=g), [data(seed=1), data((3, 2), seed=2)])
+    same(dev[0], cpu[0], "all_reduce_coalesced")
+    for root in range(WORLD):
+        dev, cpu = both(lambda a, g: dist.broadcast(a[0], src=root, group=g), data(seed=3))
+        same(dev[0], cpu[0], f"broadcast from {root}")
+        dev, cpu = both(lambda a, g: dist.reduce(a[0], dst=root, group=g), data(seed=4))
+        if RANK == root:
+            same(dev[0], cpu[0], f"reduce to {root}")
+    dev, cpu = both(lambda a, g: dist.all_gather(a[1], a[0], group=g), data(seed=5), [torch.zeros(5) for _ in range(WORLD)])
+    same(dev[1], cpu[1], "all_gather")
+    dev, cpu = both(lambda a, g: dist.all_gather_into_tensor(a[1], a[0], group=g), data(seed=6), torch.zeros(5 * WORLD))
+    same(dev[1], cpu[1], "all_gather_into_tensor")
+    gather_list = [torch.zeros(5) for _ in range(WORLD)] if RANK == 0 else []
+    dev, cpu = both(lambda a, g: dist.gather(a[0], a[1] if RANK == 0 else None, dst=0, group=g), data(seed=7), gather_list)
+    if RANK == 0:
+        same(dev[1], cpu[1], "gather")
+    scatter_list = [data(seed=8 + i) for i in range(WORLD)] if RANK == 0 else []
+    dev, cpu = both(lambda a, g: dist.scatter(a[0], a[1] if RANK == 0 else None, src=0, group=g), torch.zeros(5), scatter_list)
+    same(dev[0], cpu[0], "scatter")
+    dev, cpu = both(lambda a, g: dist.reduce_scatter(a[0], a[1], group=g), torch.zeros(5), [data(seed=20 + i) for i in range(WORLD)])
+    same(dev[0], cpu[0], "reduce_scatter")
+    dev, cpu = both(lambda a, g: dist.reduce_scatter_tensor(a[0], a[1], group=g), torch.zeros(3), data((3 * WORLD,), seed=30))
+    same(dev[0], cpu[0], "reduce_scatter_tensor")
+    dev, cpu = both(lambda a, g: dist.all_to_all(a[0], a[1], group=g), [torch.zeros(2) for _ in range(WORLD)], [data((2,), seed=40 + i) for i in range(WORLD)])
+    same(dev[0], cpu[0], "all_to_all")
+    # uneven all_to_all_single: rank r sends r + j + 1 elements to rank j
+    in_splits = [RANK + j + 1 for j in range(WORLD)]
+    out_splits = [j + RANK + 1 for j in range(WORLD)]
+    dev, cpu = both(lambda a, g: dist.all_to_all_single(a[0], a[1], out_splits, in_splits, group=g), torch.zeros(sum(out_splits)), data((sum(in_splits),), seed=50))
+    same(dev[0], cpu[0], "all_to_all_single (uneven)")
+    # point to point, in a ring, and receive from any source
+    nxt, prv = (RANK + 1) % WORLD, (RANK - 1) % WORLD
+    payload = data(seed=60).to(DEVICE)
+    received = torch.zeros(5, device=DEVICE)
+    ops_p2p = [dist.P2POp(dist.isend, payload, nxt), dist.P2POp(dist.irecv, received, prv)]
+    for w in dist.batch_isend_irecv(ops_p2p):
+        w.wait()
+    expected = (torch.randn((5,), generator=torch.Generator().manual_seed(6000 + prv)) * 4).round()
+    same(received, expected, "isend/irecv ring")
+    if RANK == 0:
+        sources = set()
+        for _ in range(WORLD - 1):
+            buf = torch.zeros(1, device=DEVICE)
+            sources.add(dist.recv(buf))
+            assert buf.item() == 100 + sources.__len__() - 1 or buf.item() >= 100
+        assert sources == set(range(1, WORLD)), sources
+    else:
+        dist.send(torch.tensor([100.0 + RANK], device=DEVICE), 0)
+    # subgroups and a barrier on a subgroup
+    evens = dist.new_group([r for r in range(WORLD) if r % 2 == 0], backend="neuron")
+    if RANK % 2 == 0:
+        t = torch.ones(1, device=DEVICE)
+        dist.all_reduce(t, group=evens)
+        assert t.item() == len(range(0, WORLD, 2)), t
+        dist.barrier(group=evens)
+    dist.barrier()
+    print(f"rank {RANK}: collectives OK", flush=True)
+
+
+def ddp():
+    init()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    reference.load_state_dict(model.state_dict())
+    reference.to(DEVICE)
+    ddp_model = torch.nn.parallel.DistributedDataParallel(model.to(DEVICE), bucket_cap_mb=0.0001)
+    opt = torch.optim.SGD(ddp_model.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(1)
+    for step in range(4):
+        batch = torch.randn(WORLD * 4, 8, generator=g)
+        target = torch.randn(WORLD * 4, 4, generator=g)
+        mine = slice(RANK * 4, RANK * 4 + 4)
+        if step == 1:  # gradient accumulation without sync, then a synced step
+            with ddp_model.no_sync():
+                torch.nn.functional.mse_loss(ddp_model(batch[mine].to(DEVICE)), target[mine].to(DEVICE)).backward()
+        torch.nn.functional.mse_loss(ddp_model(batch[mine].to(DEVICE)), target[mine].to(DEVICE)).backward()
+        opt.step()
+        opt.zero_grad()
+        # single-device reference on the whole batch (per-rank losses averaged)
+        loss = sum(torch.nn.functional.mse_loss(reference(batch[r * 4:r * 4 + 4].to(DEVICE)), target[r * 4:r * 4 + 4].to(DEVICE)) for r in range(WORLD)) / WORLD
+        if step == 1:
+            loss = loss * 2  # the accumulated no_sync backward adds the same gradient again
+        loss.backward()
+        ref_opt.step()
+        ref_opt.zero_grad()
+    for p, q in zip(ddp_model.module.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.cpu(), q.cpu(), atol=1e-5, rtol=1e-4)
+    print(f"rank {RANK}: ddp OK", flush=True)
+
+
+def dead_rank():
+    init(timeout_s=int(os.environ.get("NEURON_TEST_TIMEOUT", "10")))
+    t = torch.ones(1000, device=DEVICE)
+    for step in range(1000):
+        if RANK == 1 and step == 3:
+            os._exit(17)  # dies without a word
+        start = time.time()
+        try:
+            dist.all_reduce(t)
+            t.cpu()
+        except Exception as error:  # noqa: BLE001
+            print(f"rank {RANK}: error after {time.time() - start:.1f}s at step {step}: {error}", flush=True)
+            sys.exit(3)
+    print(f"rank {RANK}: finished without noticing the dead rank", flush=True)
+
+
+if __name__ == "__main__":
+    {"collectives": collectives, "ddp": ddp, "dead_rank": dead_rank}[sys.argv[1]]()
+    if dist.is_initialized():
+        dist.destroy_process_group()

@@ -1,0 +1,58 @@
+"""The `neuron` c10d backend under torchrun (2 and 4 ranks on one machine):
+every collective against Gloo on CPU tensors, DDP against single-device
+training, and a rank that dies: the others fail fast with a clear error."""
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+WORKER = os.path.join(os.path.dirname(__file__), "distributed", "worker.py")
+TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun(nproc, scenario, timeout=240):
+    cmd = [TORCHRUN, f"--nproc-per-node={nproc}", f"--master-port={free_port()}", WORKER, scenario]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_collectives_match_gloo_on_cpu(nproc):
+    out = torchrun(nproc, "collectives")
+    assert out.count("collectives OK") == nproc, out
+
+
+@pytest.mark.timeout(300)
+def test_ddp_matches_single_device_training():
+    out = torchrun(2, "ddp")
+    assert out.count("ddp OK") == 2, out
+
+
+@pytest.mark.timeout(120)
+def test_dead_rank_fails_the_others_fast_with_a_clear_error():
+    # Launched by hand: torchrun would kill the survivors itself.
+    timeout_s = 10
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
+           "WORLD_SIZE": "2", "OMP_NUM_THREADS": "1", "NEURON_TEST_TIMEOUT": str(timeout_s)}
+    start = time.time()
+    procs = [subprocess.Popen([sys.executable, WORKER, "dead_rank"], env={**env, "RANK": str(r)},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in range(2)]
+    outputs = [p.communicate(timeout=timeout_s + 60)[0] for p in procs]
+    elapsed = time.time() - start
+    assert procs[1].returncode == 17
+    assert procs[0].returncode == 3, outputs[0]
+    assert "allreduce (sequence number" in outputs[0], outputs[0]
+    assert elapsed < timeout_s + 30, elapsed
