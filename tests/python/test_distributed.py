@@ -19,10 +19,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def torchrun(nproc, scenario, timeout=240):
+def torchrun(nproc, scenario, timeout=240, env=None):
     cmd = [TORCHRUN, f"--nproc-per-node={nproc}", f"--master-port={free_port()}", WORKER, scenario]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+                          env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.stdout
 
@@ -38,6 +38,19 @@ def test_collectives_match_gloo_on_cpu(nproc):
 def test_ddp_matches_single_device_training():
     out = torchrun(2, "ddp")
     assert out.count("ddp OK") == 2, out
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("mixed", [False, True], ids=["fp32", "bf16-mixed"])
+def test_fsdp2_matches_single_device_training(mixed):
+    out = torchrun(2, "fsdp2", env={"NEURON_TEST_MIXED": "1" if mixed else "0"})
+    assert out.count("fsdp2 OK") == 2, out
+
+
+@pytest.mark.timeout(300)
+def test_tensor_parallel_mlp_and_attention_match_single_device():
+    out = torchrun(2, "tensor_parallel")
+    assert out.count("tensor_parallel OK") == 2, out
 
 
 @pytest.mark.timeout(120)

@@ -152,6 +152,89 @@ def ddp():
     print(f"rank {RANK}: ddp OK", flush=True)
 
 
+def fsdp2():
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    init()
+    mesh = init_device_mesh("neuron", (WORLD,))
+    mixed = os.environ.get("NEURON_TEST_MIXED") == "1"
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 16), torch.nn.GELU(), torch.nn.Linear(16, 4)]
+    model = torch.nn.Sequential(*layers).to(DEVICE)
+    reference = torch.nn.Sequential(*[type(l)(l.in_features, l.out_features) if isinstance(l, torch.nn.Linear) else torch.nn.GELU() for l in layers]).to(DEVICE)
+    reference.load_state_dict(model.state_dict())
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if mixed else MixedPrecisionPolicy()
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer, mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    ref_opt = torch.optim.AdamW(reference.parameters(), lr=1e-2)
+    g = torch.Generator().manual_seed(2)
+    for _ in range(3):
+        batch, target = torch.randn(WORLD * 4, 8, generator=g), torch.randn(WORLD * 4, 4, generator=g)
+        mine = slice(RANK * 4, RANK * 4 + 4)
+        torch.nn.functional.mse_loss(model(batch[mine].to(DEVICE)).float(), target[mine].to(DEVICE)).backward()
+        opt.step()
+        opt.zero_grad()
+        ref_in = batch.to(DEVICE)
+        if mixed:
+            with torch.autocast("neuron", dtype=torch.bfloat16):
+                out = reference(ref_in)
+        else:
+            out = reference(ref_in)
+        torch.nn.functional.mse_loss(out.float(), target.to(DEVICE)).backward()
+        ref_opt.step()
+        ref_opt.zero_grad()
+    tol = dict(atol=3e-2, rtol=3e-2) if mixed else dict(atol=1e-5, rtol=1e-4)
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p.full_tensor().cpu(), q.detach().cpu(), **tol, msg=lambda m: f"{name}: {m}")
+    print(f"rank {RANK}: fsdp2 OK", flush=True)
+
+
+def tensor_parallel():
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    init()
+    mesh = init_device_mesh("neuron", (WORLD,))
+
+    class Attention(torch.nn.Module):
+        def __init__(self, dim=16, head_dim=4):
+            super().__init__()
+            self.head_dim = head_dim  # heads are split across ranks, not head_dim
+            self.q, self.k, self.v = (torch.nn.Linear(dim, dim) for _ in range(3))
+            self.o = torch.nn.Linear(dim, dim)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            split = lambda y: y.view(b, t, -1, self.head_dim).transpose(1, 2)
+            q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+            y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.o(y.transpose(1, 2).reshape(b, t, -1))
+
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16)).to(DEVICE)
+    attn = Attention().to(DEVICE)
+    ref_mlp = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16)).to(DEVICE)
+    ref_attn = Attention().to(DEVICE)
+    ref_mlp.load_state_dict(mlp.state_dict())
+    ref_attn.load_state_dict(attn.state_dict())
+    parallelize_module(mlp, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    parallelize_module(attn, mesh, {"q": ColwiseParallel(), "k": ColwiseParallel(), "v": ColwiseParallel(), "o": RowwiseParallel()})
+    x = torch.randn(2, 6, 16, generator=torch.Generator().manual_seed(3)).to(DEVICE)
+    for model, ref, name in ((mlp, ref_mlp, "mlp"), (attn, ref_attn, "attention")):
+        out, ref_out = model(x), ref(x)
+        torch.testing.assert_close(out.cpu(), ref_out.cpu(), atol=1e-5, rtol=1e-4, msg=lambda m: f"{name}: {m}")
+        out.sum().backward()
+        ref_out.sum().backward()
+        for (pname, p), q in zip(model.named_parameters(), ref.parameters()):
+            grad = p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad
+            torch.testing.assert_close(grad.cpu(), q.grad.cpu(), atol=1e-5, rtol=1e-4, msg=lambda m: f"{name}.{pname}: {m}")
+    print(f"rank {RANK}: tensor_parallel OK", flush=True)
+
+
 def dead_rank():
     init(timeout_s=int(os.environ.get("NEURON_TEST_TIMEOUT", "10")))
     t = torch.ones(1000, device=DEVICE)
@@ -169,6 +252,8 @@ def dead_rank():
 
 
 if __name__ == "__main__":
-    {"collectives": collectives, "ddp": ddp, "dead_rank": dead_rank}[sys.argv[1]]()
+    scenarios = {"collectives": collectives, "ddp": ddp, "fsdp2": fsdp2,
+                 "tensor_parallel": tensor_parallel, "dead_rank": dead_rank}
+    scenarios[sys.argv[1]]()
     if dist.is_initialized():
         dist.destroy_process_group()
