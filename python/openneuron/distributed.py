@@ -18,5 +18,5 @@ def register():
     if not torch.distributed.is_available():
         return
     torch.distributed.Backend.register_backend(
-        "neuron", _create_backend, extended_api=False, devices=["neuron"]
+        "neuron", _create_backend, extended_api=False, devices=["neuron", "cpu"]
     )

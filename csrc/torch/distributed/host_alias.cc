@@ -14,11 +14,10 @@ void release_storage(void* ctx) { delete static_cast<c10::Storage*>(ctx); }
 }  // namespace
 
 at::Tensor host_alias(const at::Tensor& t, const char* collective) {
+  if (t.defined() && t.device().is_cpu()) return t;  // Gloo takes it as is
   TORCH_CHECK(t.defined() && t.device().type() == kNeuron, "neuron backend ",
-              collective, ": expected neuron tensors, got a tensor on ",
-              t.defined() ? c10::str(t.device()) : std::string("no device"),
-              " (use the gloo backend for CPU tensors, e.g. "
-              "backend=\"cpu:gloo,neuron:neuron\")");
+              collective, ": expected neuron or CPU tensors, got a tensor on ",
+              t.defined() ? c10::str(t.device()) : std::string("no device"));
   wait_current_stream(t.device().index());
   const auto& storage = t.storage();
   c10::DataPtr data(storage.mutable_data(), new c10::Storage(storage),

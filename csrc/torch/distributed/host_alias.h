@@ -10,8 +10,9 @@
 
 namespace openneuron::integration {
 
-// Checks `t` is a neuron tensor (naming `collective` otherwise), waits for
-// work queued on its device's current stream, and returns the CPU alias.
+// For a neuron tensor: waits for work queued on its device's current stream
+// and returns the CPU alias. A CPU tensor is returned as is; any other device
+// is an error naming `collective`.
 at::Tensor host_alias(const at::Tensor& t, const char* collective);
 std::vector<at::Tensor> host_aliases(const std::vector<at::Tensor>& tensors,
                                      const char* collective);
