@@ -11,7 +11,7 @@ def _create_backend(store, rank, world_size, timeout):
     from torch.distributed import ProcessGroupGloo
 
     transport = ProcessGroupGloo(store, rank, world_size, timeout)
-    return _C._create_distributed_backend(transport, rank, world_size)
+    return _C._create_distributed_backend(transport, store, rank, world_size)
 
 
 def register():

@@ -68,4 +68,5 @@ def test_dead_rank_fails_the_others_fast_with_a_clear_error():
     assert procs[1].returncode == 17
     assert procs[0].returncode == 3, outputs[0]
     assert "allreduce (sequence number" in outputs[0], outputs[0]
+    assert "ranks that did not arrive: [1]" in outputs[0], outputs[0]
     assert elapsed < timeout_s + 30, elapsed

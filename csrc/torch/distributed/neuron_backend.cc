@@ -4,6 +4,8 @@
 #include "torch/distributed/neuron_work.h"
 #include "torch/runtime/device.h"
 
+#include <thread>
+
 namespace openneuron::integration {
 namespace {
 
@@ -41,8 +43,11 @@ std::function<void()> divide_by(Tensors tensors, int size, bool enabled) {
 }  // namespace
 
 NeuronBackend::NeuronBackend(c10::intrusive_ptr<c10d::Backend> transport,
-                             int rank, int size)
-    : c10d::Backend(rank, size), gloo_(std::move(transport)) {
+                             c10::intrusive_ptr<c10d::Store> store, int rank,
+                             int size)
+    : c10d::Backend(rank, size),
+      gloo_(std::move(transport)),
+      store_(std::move(store)) {
   TORCH_CHECK(gloo_->getRank() == rank && gloo_->getSize() == size,
               "neuron backend: the transport's rank/size (", gloo_->getRank(),
               "/", gloo_->getSize(), ") differ from the group's (", rank, "/",
@@ -59,11 +64,37 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::wrap(
     c10::intrusive_ptr<c10d::Work> work, Tensors outputs, OpType type,
     const char* name, std::function<void()> finish) {
   const auto device = device_of(outputs);
+  const uint64_t sequence = sequence_++;
+  auto self = c10::intrusive_ptr<NeuronBackend>::reclaim_copy(this);
   return NeuronWork::create(
       std::move(work), std::move(outputs), device, getRank(), type,
-      c10::str(name, " (sequence number ", sequence_++, ", rank ", getRank(),
+      c10::str(name, " (sequence number ", sequence, ", rank ", getRank(),
                " of ", getSize(), ")"),
-      std::move(finish));
+      std::move(finish),
+      [self, sequence] { return self->ranks_missing_at(sequence); });
+}
+
+std::string NeuronBackend::ranks_missing_at(uint64_t sequence) {
+  // Every rank that fails here says so; whoever stays silent for a few
+  // seconds never arrived (dead, hung, or elsewhere in the program).
+  const std::string prefix = c10::str("neuron/failed/", sequence, "/");
+  try {
+    store_->set(prefix + std::to_string(getRank()), std::vector<uint8_t>{1});
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    std::vector<int> missing;
+    do {
+      missing.clear();
+      for (int r = 0; r < getSize(); ++r)
+        if (!store_->check({prefix + std::to_string(r)})) missing.push_back(r);
+      if (missing.empty()) return "none (all ranks failed here)";
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    } while (std::chrono::steady_clock::now() < deadline);
+    return c10::str(c10::ArrayRef<int>(missing));
+  } catch (const std::exception&) {
+    return "unknown (the group's store is unreachable: its host may be the "
+           "rank that died)";
+  }
 }
 
 c10::intrusive_ptr<c10d::Work> NeuronBackend::broadcast(

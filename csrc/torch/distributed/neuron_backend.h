@@ -5,6 +5,7 @@
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 namespace openneuron::integration {
 
@@ -12,8 +13,8 @@ class NeuronBackend : public c10d::Backend {
  public:
   // `transport` is a Gloo backend of the same group (made by PyTorch's
   // Python API: the wheel ships no Gloo headers to build one here).
-  NeuronBackend(c10::intrusive_ptr<c10d::Backend> transport, int rank,
-                int size);
+  NeuronBackend(c10::intrusive_ptr<c10d::Backend> transport,
+                c10::intrusive_ptr<c10d::Store> store, int rank, int size);
 
   const std::string getBackendName() const override { return "neuron"; }
 
@@ -90,8 +91,12 @@ class NeuronBackend : public c10d::Backend {
       c10d::OpType type, const char* name,
       std::function<void()> finish = nullptr);
   c10::Device device_of(const std::vector<at::Tensor>& tensors) const;
+  // After collective `sequence` failed here: the ranks that never reached
+  // it, found through the group's store (costs nothing while all is well).
+  std::string ranks_missing_at(uint64_t sequence);
 
   c10::intrusive_ptr<c10d::Backend> gloo_;
+  c10::intrusive_ptr<c10d::Store> store_;
   uint64_t sequence_ = 0;
 };
 

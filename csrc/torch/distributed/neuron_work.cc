@@ -7,12 +7,14 @@ namespace openneuron::integration {
 NeuronWork::NeuronWork(c10::intrusive_ptr<c10d::Work> inner,
                        std::vector<at::Tensor> outputs, c10::Device device,
                        int rank, c10d::OpType type, std::string description,
-                       std::function<void()> finish)
+                       std::function<void()> finish,
+                       std::function<std::string()> diagnose)
     : c10d::Work(rank, type),
       inner_(std::move(inner)),
       outputs_(std::move(outputs)),
       description_(std::move(description)),
       finish_(std::move(finish)),
+      diagnose_(std::move(diagnose)),
       future_(c10::make_intrusive<c10::ivalue::Future>(
           c10::ListType::create(c10::TensorType::get()),
           std::vector<c10::Device>{device})) {}
@@ -20,10 +22,10 @@ NeuronWork::NeuronWork(c10::intrusive_ptr<c10d::Work> inner,
 c10::intrusive_ptr<NeuronWork> NeuronWork::create(
     c10::intrusive_ptr<c10d::Work> inner, std::vector<at::Tensor> outputs,
     c10::Device device, int rank, c10d::OpType type, std::string description,
-    std::function<void()> finish) {
+    std::function<void()> finish, std::function<std::string()> diagnose) {
   auto work = c10::make_intrusive<NeuronWork>(
       std::move(inner), std::move(outputs), device, rank, type,
-      std::move(description), std::move(finish));
+      std::move(description), std::move(finish), std::move(diagnose));
   work->follow_transport();
   return work;
 }
@@ -72,11 +74,10 @@ std::exception_ptr NeuronWork::exception() const {
 bool NeuronWork::wait(std::chrono::milliseconds timeout) {
   try {
     inner_->wait(timeout);
-  } catch (c10::Error& e) {
-    e.add_context("neuron backend: " + description_);
-    throw;
   } catch (const std::exception& e) {
-    TORCH_CHECK(false, "neuron backend: ", description_, " failed: ",
+    const std::string missing = diagnose_ ? diagnose_() : "unknown";
+    TORCH_CHECK(false, "neuron backend: ", description_,
+                " failed; ranks that did not arrive: ", missing, ". Cause: ",
                 e.what());
   }
   if (!inner_has_future_) complete(nullptr);

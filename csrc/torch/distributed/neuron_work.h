@@ -14,16 +14,19 @@ namespace openneuron::integration {
 class NeuronWork : public c10d::Work {
  public:
   // `finish` runs once the transport finished successfully (e.g. the
-  // division of an average), before the future completes.
+  // division of an average), before the future completes; `diagnose`, when
+  // it failed, says which ranks did not arrive.
   static c10::intrusive_ptr<NeuronWork> create(
       c10::intrusive_ptr<c10d::Work> inner, std::vector<at::Tensor> outputs,
       c10::Device device, int rank, c10d::OpType type,
-      std::string description, std::function<void()> finish = nullptr);
+      std::string description, std::function<void()> finish = nullptr,
+      std::function<std::string()> diagnose = nullptr);
 
   NeuronWork(c10::intrusive_ptr<c10d::Work> inner,
              std::vector<at::Tensor> outputs, c10::Device device, int rank,
              c10d::OpType type, std::string description,
-             std::function<void()> finish = nullptr);
+             std::function<void()> finish = nullptr,
+             std::function<std::string()> diagnose = nullptr);
 
   bool isCompleted() override;
   bool isSuccess() const override;
@@ -42,6 +45,7 @@ class NeuronWork : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   std::string description_;
   std::function<void()> finish_;
+  std::function<std::string()> diagnose_;  // on failure: who did not arrive
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   bool inner_has_future_ = false;
 };

@@ -190,10 +190,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("_fallback_policy", &fallback_policy);
   m.def("_reload_settings", [] { reload_settings(); });
   m.def("_create_distributed_backend",
-        [](const c10::intrusive_ptr<c10d::Backend>& transport, int rank,
-           int size) {
+        [](const c10::intrusive_ptr<c10d::Backend>& transport,
+           const c10::intrusive_ptr<c10d::Store>& store, int rank, int size) {
           return c10::intrusive_ptr<c10d::Backend>(
-              c10::make_intrusive<NeuronBackend>(transport, rank, size));
+              c10::make_intrusive<NeuronBackend>(transport, store, rank,
+                                                 size));
         },
         py::call_guard<py::gil_scoped_release>());
 }
