@@ -21,22 +21,25 @@ void mark_bad_fork_in_child() {
   if (g_initialized.load()) g_in_bad_fork = true;
 }
 
-}  // namespace
-
-c10::DeviceIndex device_count() noexcept {
+c10::DeviceIndex count_devices() noexcept {
   try {
     return static_cast<c10::DeviceIndex>(hal::driver().device_count());
   } catch (const std::exception& e) {
     // A bad setting (OPENNEURON_HOST_DEVICES=abc) leaves no device; say why.
-    static std::once_flag warned;
-    std::call_once(warned, [&] {
-      try {
-        TORCH_WARN("The neuron device is unavailable: ", e.what());
-      } catch (...) {
-      }
-    });
+    try {
+      TORCH_WARN("The neuron device is unavailable: ", e.what());
+    } catch (...) {
+    }
     return 0;
   }
+}
+
+}  // namespace
+
+c10::DeviceIndex device_count() noexcept {
+  // Fixed for the life of the process; asked on every op.
+  static const c10::DeviceIndex count = count_devices();
+  return count;
 }
 
 void check_device_index(c10::DeviceIndex index) {
