@@ -64,6 +64,13 @@ at::Tensor& copy_into(at::Tensor& dst, const at::Tensor& src,
                 "; neuron tensors copy to and from CPU and neuron tensors.");
   }
   if (dst.numel() == 0) return dst;
+  TORCH_CHECK(!dst._is_zerotensor(), "ZeroTensors are immutable. Please "
+              "materialize the tensor using `.clone()`, if you want a mutable "
+              "zero tensor.");
+  if (src._is_zerotensor()) {  // has no data: its values are all zero
+    dst.zero_();
+    return dst;
+  }
   if (non_blocking && can_copy_async(dst, src)) {
     copy_async(dst, src);
     return dst;

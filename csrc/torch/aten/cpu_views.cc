@@ -20,6 +20,7 @@ at::Tensor make_tensor(c10::Storage storage, c10::DispatchKey key,
                               like.storage_offset());
   impl->_set_conj(like.is_conj());
   impl->_set_neg(like.is_neg());
+  if (like._is_zerotensor()) impl->_set_zero(true);
   return at::Tensor(std::move(impl));
 }
 
