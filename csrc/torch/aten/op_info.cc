@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "torch/runtime/fast_tls.h"
 #include "torch/runtime/settings.h"
 
 namespace openneuron::integration {
@@ -63,8 +64,14 @@ OpInfo make_op_info(const c10::OperatorHandle& op) {
 }  // namespace
 
 const OpInfo& op_info(const c10::OperatorHandle& op) {
-  thread_local std::unordered_map<const void*, std::unique_ptr<OpInfo>> cache;
-  auto& slot = cache[&op.schema()];
+  using Cache = std::unordered_map<const void*, std::unique_ptr<OpInfo>>;
+  OPENNEURON_FAST_TLS static thread_local Cache* cache = nullptr;
+  if (C10_UNLIKELY(cache == nullptr)) {
+    static thread_local std::unique_ptr<Cache> owner;  // freed at thread exit
+    owner = std::make_unique<Cache>();
+    cache = owner.get();
+  }
+  auto& slot = (*cache)[&op.schema()];
   if (!slot || slot->settings_generation != settings_generation())
     slot = std::make_unique<OpInfo>(make_op_info(op));
   return *slot;

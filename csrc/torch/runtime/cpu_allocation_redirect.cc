@@ -8,12 +8,13 @@
 #include <c10/core/CPUAllocator.h>
 
 #include "torch/runtime/device.h"
+#include "torch/runtime/fast_tls.h"
 #include "torch/runtime/device_allocator.h"
 
 namespace openneuron::integration {
 namespace {
 
-thread_local c10::DeviceIndex tls_redirect_device = -1;
+OPENNEURON_FAST_TLS thread_local c10::DeviceIndex tls_redirect_device = -1;
 
 class DeviceMemoryAsCpu final : public c10::Allocator {
  public:

@@ -9,11 +9,12 @@
 
 #include "hal/driver.h"
 #include "hal/error.h"
+#include "torch/runtime/fast_tls.h"
 
 namespace openneuron::integration {
 namespace {
 
-thread_local c10::DeviceIndex tls_current_device = 0;
+OPENNEURON_FAST_TLS thread_local c10::DeviceIndex tls_current_device = 0;
 std::atomic<bool> g_initialized{false};
 std::atomic<bool> g_in_bad_fork{false};
 

@@ -10,6 +10,7 @@
 
 #include "hal/driver.h"
 #include "torch/runtime/device.h"
+#include "torch/runtime/fast_tls.h"
 
 namespace openneuron::integration {
 namespace {
@@ -36,15 +37,28 @@ DeviceQueues& device_queues(c10::DeviceIndex device) {
 }
 
 constexpr int kMaxDevices = 64;
-thread_local std::array<c10::StreamId, kMaxDevices> tls_current_stream{};
-
 // The queue of each device's current stream, cached per thread: every op and
 // allocation asks for it, and streams change rarely.
 struct CachedQueue {
   c10::StreamId id = -1;
   hal::Queue* queue = nullptr;
 };
-thread_local std::array<CachedQueue, kMaxDevices> tls_current_queue{};
+
+struct ThreadStreams {
+  std::array<c10::StreamId, kMaxDevices> current{};
+  std::array<CachedQueue, kMaxDevices> queue{};
+};
+
+ThreadStreams& thread_streams() {
+  OPENNEURON_FAST_TLS static thread_local ThreadStreams* streams = nullptr;
+  if (C10_UNLIKELY(streams == nullptr)) {
+    // Owned by a plain thread_local, touched once, freed at thread exit.
+    static thread_local std::unique_ptr<ThreadStreams> owner;
+    owner = std::make_unique<ThreadStreams>();
+    streams = owner.get();
+  }
+  return *streams;
+}
 
 }  // namespace
 
@@ -69,13 +83,13 @@ c10::Stream default_stream(c10::DeviceIndex device) {
 c10::Stream current_stream(c10::DeviceIndex device) {
   device = resolve_device_index(device);
   return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNeuron, device),
-                     tls_current_stream[device]);
+                     thread_streams().current[device]);
 }
 
 c10::Stream exchange_stream(const c10::Stream& stream) {
   const auto device = resolve_device_index(stream.device_index());
   auto previous = current_stream(device);
-  tls_current_stream[device] = stream.id();
+  thread_streams().current[device] = stream.id();
   return previous;
 }
 
@@ -96,8 +110,8 @@ int stream_priority(const c10::Stream& stream) {
 hal::Queue& current_queue(c10::DeviceIndex device) {
   lazy_init();  // also refuses a forked child: its queues have no threads
   device = resolve_device_index(device);
-  auto& cached = tls_current_queue[device];
-  const auto id = tls_current_stream[device];
+  auto& cached = thread_streams().queue[device];
+  const auto id = thread_streams().current[device];
   if (C10_UNLIKELY(cached.id != id || cached.queue == nullptr)) {
     cached.queue = &queue_for(current_stream(device));
     cached.id = id;

@@ -2,6 +2,8 @@
 
 #include <atomic>
 
+#include "torch/runtime/fast_tls.h"
+
 namespace openneuron::integration {
 namespace {
 
@@ -11,7 +13,7 @@ struct AtomicCount {
 };
 
 AtomicCount g_counts[kNumDirections][kNumCauses];
-thread_local Cause tls_cause = Cause::Copy;
+OPENNEURON_FAST_TLS thread_local Cause tls_cause = Cause::Copy;
 
 }  // namespace
 
