@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include <ATen/ops/_efficientzerotensor.h>
 #include <c10/core/TensorImpl.h>
 
 #include "torch/runtime/cpu_allocation_redirect.h"
@@ -20,7 +21,6 @@ at::Tensor make_tensor(c10::Storage storage, c10::DispatchKey key,
                               like.storage_offset());
   impl->_set_conj(like.is_conj());
   impl->_set_neg(like.is_neg());
-  if (like._is_zerotensor()) impl->_set_zero(true);
   return at::Tensor(std::move(impl));
 }
 
@@ -47,7 +47,11 @@ c10::Storage CpuViews::to_cpu(const c10::Storage& neuron_storage) {
 at::Tensor CpuViews::to_cpu(const at::Tensor& t) {
   for (auto& [cpu, neuron] : tensors_)
     if (neuron.is_same(t)) return cpu;
-  auto cpu = make_tensor(to_cpu(t.storage()), c10::DispatchKey::CPU, t);
+  // A ZeroTensor has no data to view: its CPU twin is a CPU ZeroTensor.
+  auto cpu = t._is_zerotensor()
+                 ? at::_efficientzerotensor(t.sizes(),
+                                            t.options().device(c10::kCPU))
+                 : make_tensor(to_cpu(t.storage()), c10::DispatchKey::CPU, t);
   tensors_.emplace_back(cpu, t);
   return cpu;
 }

@@ -127,12 +127,23 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 
 }  // namespace
 
+// True when the op takes a device argument (a factory or a conversion such
+// as _to_copy): on CPU views it would make CPU tensors where it must not.
+bool takes_device(const c10::FunctionSchema& schema) {
+  for (const auto& arg : schema.arguments())
+    if (arg.type()->str().find("Device") != std::string::npos) return true;
+  return false;
+}
+
 void route_ops_with_cpu_kernels_directly() {
-  // Ops with both a CPU kernel and a generic composite one would take the
+  // Ops with a CPU kernel and a generic composite one would take the
   // composite on neuron: a structured op's functional form allocates and
   // then dispatches its out= form (two dispatcher trips for every add), and
   // ops such as native_layer_norm would run a different algorithm than on
-  // CPU (different numerics, slower). Route them to the CPU kernel instead.
+  // CPU (different numerics, slower). Composite-only ops are not all
+  // device-generic either (conj_physical_ calls a per-device stub, mode
+  // checks the device type). Route them all through the router, which runs
+  // the CPU kernel, or on CPU the same composite, on CPU views.
   static auto* library = new torch::Library(
       torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
       __LINE__);
@@ -140,14 +151,15 @@ void route_ops_with_cpu_kernels_directly() {
   for (const auto& name : dispatcher.getAllOpNames()) {
     if (name.name.rfind("aten::", 0) != 0) continue;
     auto op = dispatcher.findOp(name);
-    if (!op ||
-        op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
-        !op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
-        !(op->hasKernelForDispatchKey(
-              c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
-          op->hasKernelForDispatchKey(
-              c10::DispatchKey::CompositeExplicitAutograd)))
+    if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1))
       continue;
+    const bool cpu = op->hasKernelForDispatchKey(c10::DispatchKey::CPU);
+    const bool composite =
+        op->hasKernelForDispatchKey(
+            c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+        op->hasKernelForDispatchKey(
+            c10::DispatchKey::CompositeExplicitAutograd);
+    if (!composite || (!cpu && takes_device(op->schema()))) continue;
     std::string op_name = name.name.substr(6);
     if (!name.overload_name.empty()) op_name += "." + name.overload_name;
     library->impl(op_name.c_str(),
