@@ -48,7 +48,11 @@ OpInfo make_op_info(const c10::OperatorHandle& op) {
   info.name = c10::toString(op.operator_name());
   const auto& schema = op.schema();
   info.exact_same_device = !no_device_check_ops().count(info.name);
-  info.accepts_cpu_tensors = takes_cpu_tensors(info.name);
+  // Composite-only ops have no device check of their own on CUDA either
+  // (resize_as_ takes a template on any device); their inner ops check.
+  info.accepts_cpu_tensors =
+      takes_cpu_tensors(info.name) ||
+      !op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
   info.has_mutable_args = schema.is_mutable();
   info.force_cpu_fallback = !never_falls_back(info.name) &&
                             settings().forces_cpu_fallback(info.name);
