@@ -1,0 +1,81 @@
+"""Memory-bound chains: GELU written out as separate ops, LayerNorm, softmax,
+and an AdamW step over many small tensors.
+
+GELU/LayerNorm/softmax report effective bandwidth: bytes of one read of the
+input and one write of the output per step, over time (GB/s), i.e. what a
+single fused pass would move; the unfused eager GELU moves far more. The
+optimizer reports steps/s; it pins foreach=True on every device (AdamW's
+default is foreach on neuron, a per-tensor loop on cpu), so all run the same
+algorithm."""
+import functools
+
+import torch
+import torch.nn.functional as F
+
+from benchmarks.harness import Instance, Workload
+
+
+def _randn(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def gelu_unfused(x):
+    """tanh-approximated GELU as 8 separate elementwise ops."""
+    return 0.5 * x * (1.0 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+
+
+def _build_gelu(n, device, compile):
+    f = compile(gelu_unfused)
+    x = _randn(n).to(device)
+    return Instance(lambda: f(x), work=2 * n * 4 / 1e9)
+
+
+def _build_layernorm(rows, cols, device, compile):
+    w, b = (1 + 0.1 * _randn(cols, seed=1)).to(device), (0.1 * _randn(cols, seed=2)).to(device)
+    f = compile(lambda x: F.layer_norm(x, (cols,), w, b))
+    x = _randn(rows, cols).to(device)
+    return Instance(lambda: f(x), work=2 * rows * cols * 4 / 1e9)
+
+
+def _build_softmax(rows, cols, device, compile):
+    f = compile(lambda x: torch.softmax(x, dim=-1))
+    x = _randn(rows, cols).to(device)
+    return Instance(lambda: f(x), work=2 * rows * cols * 4 / 1e9)
+
+
+def _build_adamw(n_tensors, dim, device, compile):
+    g = torch.Generator().manual_seed(0)
+    shapes = [(dim, dim) if i % 2 == 0 else (dim,) for i in range(n_tensors)]
+    params = [torch.nn.Parameter(torch.randn(s, generator=g).to(device)) for s in shapes]
+    for p in params:
+        p.grad = (0.01 * torch.randn(p.shape, generator=g)).to(device)
+    opt = torch.optim.AdamW(params, lr=1e-3, foreach=True)
+    opt_step = compile(opt.step)
+
+    def step():
+        opt_step()
+        return params
+
+    return Instance(step, work=1.0)
+
+
+def workloads(quick):
+    n = 1 << 18 if quick else 1 << 22
+    ln = (512, 256) if quick else (8192, 768)
+    sm = (512, 256) if quick else (4096, 1024)
+    adam = (20, 64) if quick else (100, 64)
+    return [
+        Workload(name="gelu_unfused", group="memory-bound",
+                 title=f"GELU as 8 separate ops, {n:,} fp32", unit="GB/s",
+                 build=functools.partial(_build_gelu, n), params={"numel": n}),
+        Workload(name="layernorm", group="memory-bound",
+                 title=f"LayerNorm {ln[0]}x{ln[1]} fp32", unit="GB/s",
+                 build=functools.partial(_build_layernorm, *ln), params={"shape": ln}),
+        Workload(name="softmax", group="memory-bound",
+                 title=f"softmax {sm[0]}x{sm[1]} fp32 (last dim)", unit="GB/s",
+                 build=functools.partial(_build_softmax, *sm), params={"shape": sm}),
+        Workload(name="adamw_small_tensors", group="memory-bound",
+                 title=f"AdamW step (foreach) over {adam[0]} tensors ({adam[1]}x{adam[1]} and {adam[1]})",
+                 unit="steps/s", build=functools.partial(_build_adamw, *adam),
+                 params={"tensors": adam[0], "dim": adam[1]}),
+    ]
