@@ -19,7 +19,7 @@ MODE   host | fallback: the entry applies to that path only (default: both)
 NAME   op full name (OpInfo name[.variant]) or module:<name>[:train|:eval]
 DTYPE  torch dtype name (float32, ...)
 CHECK  forward | inplace | out | backward | forward_ad (modules: forward |
-       backward)
+       backward); generate: the OpInfo's sample generation on neuron fails
 NAME, DTYPE and CHECK are fnmatch patterns (*, ?); '#' starts a comment.
 """
 import fnmatch
