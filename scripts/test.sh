@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
-echo "[test] HAL gtest suites"
+echo "[test] HAL and compiler gtest suites"
 cmake -S . -B build/hal-tests -G Ninja -DOPENNEURON_BUILD_TORCH=OFF >/dev/null
 cmake --build build/hal-tests -j "$(nproc)"
 ctest --test-dir build/hal-tests --output-on-failure -j 2

@@ -1,0 +1,96 @@
+#include "compiler/ir/graph.h"
+
+#include <cstdio>
+
+namespace openneuron::compiler {
+
+const char* kind_name(NodeKind kind) {
+  switch (kind) {
+    case NodeKind::Input: return "input";
+    case NodeKind::Constant: return "constant";
+    case NodeKind::Pointwise: return "pointwise";
+    case NodeKind::Reduce: return "reduce";
+    case NodeKind::View: return "view";
+    case NodeKind::Extern: return "extern";
+    case NodeKind::ExternOutput: return "extern_output";
+  }
+  return "?";
+}
+
+Node* Graph::add(NodeKind kind, const std::string& op) {
+  auto node = std::make_unique<Node>();
+  node->id = static_cast<int>(nodes_.size());
+  node->kind = kind;
+  node->op = op;
+  nodes_.push_back(std::move(node));
+  return nodes_.back().get();
+}
+
+std::vector<Node*> Graph::live_nodes() const {
+  std::vector<Node*> out;
+  for (auto& n : nodes_)
+    if (!n->dead) out.push_back(n.get());
+  return out;
+}
+
+void Graph::compute_users() {
+  for (auto& n : nodes_) {
+    n->users.clear();
+    n->graph_output = false;
+  }
+  for (auto& n : nodes_) {
+    if (n->dead) continue;
+    for (Node* in : n->inputs) {
+      bool seen = false;
+      for (Node* u : in->users) seen |= u == n.get();
+      if (!seen) in->users.push_back(n.get());
+    }
+  }
+  for (auto& o : outputs)
+    if (o.node) o.node->graph_output = true;
+}
+
+std::string Graph::to_string() const {
+  std::string out;
+  for (auto& n : nodes_) {
+    if (n->dead) continue;
+    out += "%" + std::to_string(n->id) + " = " + kind_name(n->kind) + "." + n->op + "(";
+    for (size_t i = 0; i < n->inputs.size(); ++i) {
+      if (i) out += ", ";
+      out += "%" + std::to_string(n->inputs[i]->id);
+    }
+    out += ") : ";
+    out += dtype_name(n->dtype);
+    out += join_keys(n->shape);
+    if (n->kind == NodeKind::Input || n->kind == NodeKind::ExternOutput)
+      out += " strides=" + join_keys(n->strides) + " offset=" + n->offset.key();
+    if (n->kind == NodeKind::Constant || (n->kind == NodeKind::Pointwise && n->inputs.empty())) {
+      char buf[40];
+      std::snprintf(buf, sizeof buf, " value=%.17g", n->scalar);
+      out += buf;
+    }
+    if (n->kind == NodeKind::Pointwise || n->kind == NodeKind::Reduce)
+      out += std::string(" compute=") + dtype_name(n->compute);
+    if (!n->dims.empty()) {
+      out += " dims=[";
+      for (size_t i = 0; i < n->dims.size(); ++i) out += (i ? "," : "") + std::to_string(n->dims[i]);
+      out += "]";
+    }
+    if (n->keepdim) out += " keepdim";
+    if (!n->view_args.empty()) out += " args=" + join_keys(n->view_args);
+    if (n->index >= 0) out += " index=" + std::to_string(n->index);
+    if (n->kind == NodeKind::Extern) out += " fx=" + n->fx_name;
+    out += "\n";
+  }
+  out += "return (";
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (i) out += ", ";
+    auto& o = outputs[i];
+    if (o.node) out += "%" + std::to_string(o.node->id);
+    else if (o.kind == GraphOutput::Kind::SymInt) out += o.expr.key();
+    else out += "None";
+  }
+  return out + ")\n";
+}
+
+}  // namespace openneuron::compiler

@@ -1,0 +1,91 @@
+// The IR: a DAG of tensor operations with dtypes and symbolic shapes.
+// It knows nothing of PyTorch: the front end lowers ATen ops into these
+// node kinds, and ops it has no lowering for become Extern nodes that the
+// runtime calls as library kernels inside the compiled graph.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/ir/dtype.h"
+#include "compiler/ir/expr.h"
+
+namespace openneuron::compiler {
+
+enum class NodeKind {
+  Input,      // a graph input tensor
+  Constant,   // a scalar broadcast to a shape (attr: scalar)
+  Pointwise,  // elementwise op over inputs of the node's own shape
+  Reduce,     // reduction of input 0 over `dims`
+  View,       // a view of input 0: permute, expand, reshape, slice, select
+  Extern,     // an op run by a library kernel; produces extern outputs
+  ExternOutput,  // output `index` of an Extern node (a materialized tensor)
+};
+
+struct Node {
+  int id = -1;
+  NodeKind kind = NodeKind::Pointwise;
+  std::string op;              // pointwise/reduce/view op name, or extern target
+  std::vector<Node*> inputs;
+  DType dtype = DType::Float32;
+  std::vector<Expr> shape;
+  // Layout of materialized tensors (inputs, extern outputs); kernel outputs
+  // are contiguous.
+  std::vector<Expr> strides;
+  Expr offset;
+
+  // Attributes.
+  double scalar = 0;           // Constant value; also a pointwise op's parameter
+  bool scalar_is_int = false;
+  DType compute = DType::Float32;  // dtype the pointwise/reduce op computes in
+  std::vector<int64_t> dims;   // Reduce: reduced dims; View permute: order
+  bool keepdim = false;
+  std::vector<Expr> view_args; // View slice: {dim, start, step}; select: {dim, index}
+  int index = -1;              // Input: position; ExternOutput: item
+  std::string fx_name;         // the FX node this came from (externs, debugging)
+
+  // Filled by analysis.
+  std::vector<Node*> users;
+  bool graph_output = false;
+  bool materialize = false;    // gets its own buffer
+  int group = -1;              // kernel group after fusion
+  bool dead = false;
+
+  Expr numel() const { return product(shape); }
+  int rank() const { return static_cast<int>(shape.size()); }
+  bool is_compute() const {
+    return kind == NodeKind::Pointwise || kind == NodeKind::Reduce || kind == NodeKind::Constant ||
+           kind == NodeKind::View;
+  }
+};
+
+struct GraphOutput {
+  enum class Kind { None, Tensor, SymInt, Int, Float } kind = Kind::None;
+  Node* node = nullptr;
+  Expr expr;
+  double number = 0;
+};
+
+class Graph {
+ public:
+  Node* add(NodeKind kind, const std::string& op);
+  const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
+  std::vector<Node*> live_nodes() const;
+  std::vector<Node*> inputs;
+  std::vector<GraphOutput> outputs;
+  // Symbols and where their values come from: "input <i> size <d>", or a
+  // SymInt graph input.
+  std::vector<std::string> symbols;
+
+  void compute_users();
+  // Text form, for debug dumps and as the content of cache keys.
+  std::string to_string() const;
+
+ private:
+  std::vector<std::unique_ptr<Node>> nodes_;
+};
+
+const char* kind_name(NodeKind kind);
+
+}  // namespace openneuron::compiler

@@ -1,0 +1,641 @@
+#include "compiler/lower/lower.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "compiler/ir/errors.h"
+#include "compiler/lower/aten_ops.h"
+
+namespace openneuron::compiler {
+
+namespace {
+
+// What an FX node evaluates to, as far as lowering is concerned.
+struct Value {
+  Node* tensor = nullptr;
+  std::optional<Expr> sym;
+  std::vector<Value> items;  // tuples
+  bool is_tuple = false;
+};
+
+struct TensorMeta {
+  DType dtype;
+  std::vector<Expr> shape, strides;
+  Expr offset;
+};
+
+TensorMeta tensor_meta(const Json& m) {
+  if (m.get("t").is_null() || m.at("t").as_string() != "tensor")
+    throw UnsupportedError("output is not a tensor");
+  TensorMeta t{dtype_from_name(m.at("dtype").as_string()), {}, {}, Expr(0)};
+  for (auto& e : m.at("shape").items()) t.shape.push_back(Expr::from_json(e));
+  for (auto& e : m.at("stride").items()) t.strides.push_back(Expr::from_json(e));
+  t.offset = Expr::from_json(m.at("offset"));
+  return t;
+}
+
+class Lowerer {
+ public:
+  explicit Lowerer(LoweredGraph& out) : out_(out), g_(out.graph) {}
+
+  void run(const Json& fx) {
+    for (auto& in : fx.at("inputs").items()) add_input(in);
+    for (auto& node : fx.at("nodes").items()) lower_node(node);
+    for (auto& o : fx.at("outputs").items()) add_output(o);
+  }
+
+ private:
+  // ---- inputs and outputs -------------------------------------------------
+  void add_input(const Json& in) {
+    const std::string& name = in.at("name").as_string();
+    const Json& meta = in.at("meta");
+    const std::string& t = meta.at("t").as_string();
+    Value v;
+    if (t == "tensor") {
+      TensorMeta m = tensor_meta(meta);
+      Node* n = g_.add(NodeKind::Input, "input");
+      n->dtype = m.dtype;
+      n->shape = m.shape;
+      n->strides = m.strides;
+      n->offset = m.offset;
+      n->index = static_cast<int>(g_.inputs.size());
+      n->fx_name = name;
+      n->materialize = true;
+      g_.inputs.push_back(n);
+      v.tensor = n;
+      out_.fx_values.emplace_back(name, n);
+    } else if (t == "sym") {
+      v.sym = Expr::from_json(meta.at("expr"));
+      g_.inputs.push_back(nullptr);
+    } else {
+      g_.inputs.push_back(nullptr);
+    }
+    values_[name] = v;
+  }
+
+  void add_output(const Json& o) {
+    GraphOutput out;
+    if (o.is_null()) {
+      out.kind = GraphOutput::Kind::None;
+    } else if (o.is_object() && o.has("ref")) {
+      const Value& v = value(o.at("ref").as_string());
+      if (v.tensor) {
+        out.kind = GraphOutput::Kind::Tensor;
+        out.node = v.tensor;
+      } else if (v.sym) {
+        out.kind = GraphOutput::Kind::SymInt;
+        out.expr = *v.sym;
+      } else {
+        throw CompileError("graph output " + o.dump() + " is neither a tensor nor a SymInt");
+      }
+    } else if (o.is_int()) {
+      out.kind = GraphOutput::Kind::Int;
+      out.number = static_cast<double>(o.as_int());
+    } else if (o.is_number()) {
+      out.kind = GraphOutput::Kind::Float;
+      out.number = o.as_double();
+    } else {
+      throw CompileError("unsupported graph output " + o.dump());
+    }
+    g_.outputs.push_back(out);
+  }
+
+  const Value& value(const std::string& name) {
+    auto it = values_.find(name);
+    if (it == values_.end()) throw CompileError("graph refers to unknown value " + name);
+    return it->second;
+  }
+
+  // ---- argument access ------------------------------------------------------
+  Node* tensor_arg(const Json& a) {
+    if (!a.is_object() || !a.has("ref")) return nullptr;
+    return value(a.at("ref").as_string()).tensor;
+  }
+  Expr int_arg(const Json& a) {
+    if (a.is_int() || a.is_bool()) return Expr(a.as_int());
+    if (a.is_object() && a.has("ref")) {
+      const Value& v = value(a.at("ref").as_string());
+      if (v.sym) return *v.sym;
+    }
+    if (a.is_object() && a.has("sym")) return Expr::from_json(a.at("sym"));
+    throw UnsupportedError("expected an int argument, got " + a.dump());
+  }
+  int64_t const_int(const Json& a) {
+    Expr e = int_arg(a);
+    if (!e.is_const()) throw UnsupportedError("expected a constant int, got " + e.key());
+    return e.value();
+  }
+  std::vector<int64_t> int_list(const Json& a) {
+    std::vector<int64_t> out;
+    if (a.is_array()) for (auto& x : a.items()) out.push_back(const_int(x));
+    else out.push_back(const_int(a));
+    return out;
+  }
+  const Json& arg(const Json& node, size_t i, const std::string& kw) {
+    const Json& args = node.at("args");
+    if (i < args.size()) return args[i];
+    return node.at("kwargs").get(kw);
+  }
+
+  // ---- node lowering --------------------------------------------------------
+  void lower_node(const Json& node) {
+    const std::string& name = node.at("name").as_string();
+    const std::string& target = node.at("target").as_string();
+    Value v;
+    try {
+      v = lower_op(node, target);
+    } catch (const UnsupportedError& e) {
+      if (is_generated_family(target)) out_.fallbacks.push_back({target, e.what()});
+      v = make_extern(node, target);
+    }
+    values_[name] = v;
+  }
+
+  Value lower_op(const Json& node, const std::string& target) {
+    const Json& meta = node.at("meta");
+    if (meta.at("t").as_string() == "sym") {
+      // SymInt arithmetic: its value is the expression in the meta.
+      Value v;
+      v.sym = Expr::from_json(meta.at("expr"));
+      return v;
+    }
+    if (target == "getitem") {
+      const Value& tuple = value(node.at("args")[0].at("ref").as_string());
+      int64_t i = node.at("args")[1].as_int();
+      if (!tuple.is_tuple || i < 0 || i >= static_cast<int64_t>(tuple.items.size()))
+        throw CompileError("getitem on a non-tuple value");
+      return tuple.items[i];
+    }
+    if (const PointwiseLowering* pw = find_pointwise(target)) return tensor(lower_pointwise(node, target, *pw));
+    std::string base = target.substr(0, target.rfind('.'));
+    if (base == "aten.clamp") return tensor(lower_clamp(node));
+    if (base == "aten._to_copy" || base == "prims.convert_element_type" || base == "aten.clone" ||
+        base == "aten.lift_fresh_copy")
+      return tensor(lower_copy(node, target));
+    if (base == "aten.full" || base == "aten.scalar_tensor") return tensor(lower_full(node));
+    if (base == "aten.sum" || base == "aten.amax" || base == "aten.amin" || base == "aten.prod" ||
+        base == "aten.mean" || base == "aten.any" || base == "aten.all")
+      return tensor(lower_reduction(node, base.substr(5)));
+    if (base == "aten.var") return tensor(lower_var(node, false).first);
+    if (base == "aten.var_mean") {
+      auto [var, mean] = lower_var(node, true);
+      Value v;
+      v.is_tuple = true;
+      v.items = {tensor(var), tensor(mean)};
+      return v;
+    }
+    if (Node* view = lower_view(node, base)) return tensor(view);
+    throw UnsupportedError("no lowering");
+  }
+
+  static Value tensor(Node* n) {
+    Value v;
+    v.tensor = n;
+    return v;
+  }
+
+  Node* new_node(NodeKind kind, const std::string& op, const TensorMeta& m) {
+    Node* n = g_.add(kind, op);
+    n->dtype = m.dtype;
+    n->shape = m.shape;
+    return n;
+  }
+
+  Node* constant(double value, bool is_int, DType dtype, const std::vector<Expr>& shape) {
+    Node* n = g_.add(NodeKind::Constant, "constant");
+    n->scalar = value;
+    n->scalar_is_int = is_int;
+    n->dtype = dtype;
+    n->compute = compute_dtype(dtype);
+    n->shape = shape;
+    return n;
+  }
+
+  // A tensor broadcast to `shape`, through an explicit expand view.
+  Node* broadcast(Node* in, const std::vector<Expr>& shape) {
+    if (in->shape == shape) return in;
+    if (in->shape.size() > shape.size()) throw UnsupportedError("operand has more dims than result");
+    size_t lead = shape.size() - in->shape.size();
+    for (size_t i = 0; i < in->shape.size(); ++i) {
+      const Expr& s = in->shape[i];
+      if (s != shape[lead + i] && !s.equals(1))
+        throw UnsupportedError("cannot prove broadcast of " + join_keys(in->shape) + " to " + join_keys(shape));
+    }
+    Node* v = g_.add(NodeKind::View, "expand");
+    v->inputs = {in};
+    v->dtype = in->dtype;
+    v->shape = shape;
+    return v;
+  }
+
+  // Casts a node's value to `dtype` (identity when equal).
+  Node* cast(Node* in, DType dtype) {
+    if (in->dtype == dtype) return in;
+    Node* n = g_.add(NodeKind::Pointwise, "identity");
+    n->inputs = {in};
+    n->dtype = dtype;
+    n->compute = compute_dtype(dtype);
+    n->shape = in->shape;
+    return n;
+  }
+
+  // Operands of a pointwise op: tensors, or scalars (weakly typed).
+  struct Operand {
+    Node* node = nullptr;
+    double scalar = 0;
+    bool scalar_is_int = false;
+    bool scalar_is_bool = false;
+  };
+  Operand operand(const Json& a) {
+    Operand o;
+    if ((o.node = tensor_arg(a))) return o;
+    if (a.is_bool()) { o.scalar = a.as_bool(); o.scalar_is_int = true; o.scalar_is_bool = true; return o; }
+    if (a.is_int()) { o.scalar = static_cast<double>(a.as_int()); o.scalar_is_int = true; return o; }
+    if (a.is_number()) { o.scalar = a.as_double(); return o; }
+    if (a.is_object() && a.has("ref")) {
+      const Value& v = value(a.at("ref").as_string());
+      if (v.sym && v.sym->is_const()) { o.scalar = static_cast<double>(v.sym->value()); o.scalar_is_int = true; return o; }
+    }
+    throw UnsupportedError("unsupported operand " + a.dump());
+  }
+
+  // The dtype a comparison or logical op computes in (PyTorch's promotion,
+  // with Python scalars weaker than tensors).
+  DType promoted(const std::vector<Operand>& ops) {
+    std::optional<DType> t;
+    for (auto& o : ops)
+      if (o.node) t = t ? promote(*t, o.node->dtype) : o.node->dtype;
+    if (!t) throw UnsupportedError("no tensor operand");
+    for (auto& o : ops) {
+      if (o.node) continue;
+      if (!o.scalar_is_int && !is_floating(*t)) t = DType::Float32;
+      else if (o.scalar_is_int && !o.scalar_is_bool && *t == DType::Bool) t = DType::Int64;
+    }
+    return *t;
+  }
+
+  Node* lower_pointwise(const Json& node, const std::string& target, const PointwiseLowering& pw) {
+    TensorMeta m = tensor_meta(node.at("meta"));
+    if (is_complex(m.dtype)) throw UnsupportedError("complex dtype");
+    const Json& args = node.at("args");
+    std::vector<Operand> ops;
+    for (int i = 0; i < pw.arity; ++i) {
+      if (static_cast<size_t>(i) >= args.size()) throw UnsupportedError("missing operand");
+      ops.push_back(operand(args[i]));
+    }
+    for (auto& o : ops)
+      if (o.node && is_complex(o.node->dtype)) throw UnsupportedError("complex operand");
+    std::string op = pw.ir_op;
+    const Json& kwargs = node.at("kwargs");
+    if ((op == "add" || op == "sub") && (kwargs.has("alpha") || args.size() > 2)) {
+      const Json& alpha = args.size() > 2 ? args[2] : kwargs.at("alpha");
+      Operand a = operand(alpha);
+      if (a.node) throw UnsupportedError("tensor alpha");
+      if (ops[1].node) {
+        DType ct = compute_dtype(m.dtype);
+        Node* scaled = g_.add(NodeKind::Pointwise, "mul");
+        scaled->inputs = {ops[1].node, constant(a.scalar, a.scalar_is_int, ct, ops[1].node->shape)};
+        scaled->dtype = ct == DType::Float32 || ct == DType::Float64 ? ct : m.dtype;
+        scaled->compute = ct;
+        scaled->shape = ops[1].node->shape;
+        ops[1].node = scaled;
+      } else {
+        ops[1].scalar *= a.scalar;
+      }
+    }
+    if (op == "div") {
+      const Json& mode = kwargs.get("rounding_mode");
+      if (mode.is_string()) op = mode.as_string() == "trunc" ? "div_trunc" : "div_floor";
+    }
+    DType ct = pw.is_comparison ? compute_dtype(promoted(ops)) : compute_dtype(m.dtype);
+    if (op == "where") ct = compute_dtype(m.dtype);
+    if (op == "pow" && is_integral(m.dtype)) throw UnsupportedError("integer pow");
+    Node* n = new_node(NodeKind::Pointwise, op, m);
+    n->compute = ct;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      DType operand_dtype = (op == "where" && i == 0) ? DType::Bool : ct;
+      if (ops[i].node) n->inputs.push_back(broadcast(ops[i].node, m.shape));
+      else n->inputs.push_back(constant(ops[i].scalar, ops[i].scalar_is_int, operand_dtype, m.shape));
+    }
+    return n;
+  }
+
+  Node* lower_clamp(const Json& node) {
+    TensorMeta m = tensor_meta(node.at("meta"));
+    if (is_complex(m.dtype)) throw UnsupportedError("complex dtype");
+    Node* x = tensor_arg(node.at("args")[0]);
+    if (!x) throw UnsupportedError("clamp of a scalar");
+    DType ct = compute_dtype(m.dtype);
+    Node* cur = x;
+    for (auto [idx, kw, op] : {std::tuple{1, "min", "maximum"}, std::tuple{2, "max", "minimum"}}) {
+      const Json& bound = arg(node, idx, kw);
+      if (bound.is_null()) continue;
+      Operand b = operand(bound);
+      Node* n = new_node(NodeKind::Pointwise, op, m);
+      n->compute = ct;
+      n->inputs = {broadcast(cur, m.shape),
+                   b.node ? broadcast(b.node, m.shape) : constant(b.scalar, b.scalar_is_int, ct, m.shape)};
+      cur = n;
+    }
+    return cur == x ? cast(x, m.dtype) : cur;
+  }
+
+  Node* lower_copy(const Json& node, const std::string& target) {
+    TensorMeta m = tensor_meta(node.at("meta"));
+    Node* x = tensor_arg(node.at("args")[0]);
+    if (!x) throw UnsupportedError("copy of a non-tensor");
+    if (is_complex(m.dtype) || is_complex(x->dtype)) throw UnsupportedError("complex dtype");
+    const Json& kwargs = node.at("kwargs");
+    const Json& layout = kwargs.get("layout");
+    if (!layout.is_null() && layout.dump() != "{\"enum\":\"torch.strided\"}")
+      throw UnsupportedError("copy to layout " + layout.dump());
+    const Json& device = kwargs.get("device");
+    if (!device.is_null() && device.get("device").is_string() &&
+        device.at("device").as_string().rfind("neuron", 0) != 0)
+      throw UnsupportedError("copy to another device");
+    (void)target;
+    Node* n = new_node(NodeKind::Pointwise, "identity", m);
+    n->inputs = {x};
+    n->compute = compute_dtype(m.dtype);
+    return n;
+  }
+
+  Node* lower_full(const Json& node) {
+    TensorMeta m = tensor_meta(node.at("meta"));
+    const Json& v = node.at("target").as_string().rfind("aten.scalar_tensor", 0) == 0 ? node.at("args")[0]
+                                                                                      : node.at("args")[1];
+    Operand o = operand(v);
+    if (o.node) throw UnsupportedError("tensor fill value");
+    if (is_complex(m.dtype)) throw UnsupportedError("complex dtype");
+    return constant(o.scalar, o.scalar_is_int, m.dtype, m.shape);
+  }
+
+  std::vector<int64_t> reduce_dims(const Json& dims_arg, int rank) {
+    std::vector<int64_t> dims;
+    if (dims_arg.is_null() || (dims_arg.is_array() && dims_arg.size() == 0)) {
+      for (int i = 0; i < rank; ++i) dims.push_back(i);
+      return dims;
+    }
+    for (int64_t d : int_list(dims_arg)) {
+      if (rank == 0 && (d == 0 || d == -1)) continue;
+      dims.push_back(d < 0 ? d + rank : d);
+    }
+    std::sort(dims.begin(), dims.end());
+    dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+    return dims;
+  }
+
+  // A Reduce node with keepdim, then a view dropping the reduced dims when
+  // the op does not keep them.
+  Node* reduce(const std::string& kind, Node* x, const std::vector<int64_t>& dims, DType out_dtype,
+               DType compute, bool keepdim) {
+    std::vector<Expr> kept = x->shape;
+    for (int64_t d : dims) kept[d] = Expr(1);
+    Node* r = g_.add(NodeKind::Reduce, kind);
+    r->inputs = {x};
+    r->dims = dims;
+    r->keepdim = true;
+    r->dtype = out_dtype;
+    r->compute = compute;
+    r->shape = kept;
+    if (keepdim) return r;
+    std::vector<Expr> squeezed;
+    for (int i = 0; i < x->rank(); ++i)
+      if (!std::binary_search(dims.begin(), dims.end(), i)) squeezed.push_back(x->shape[i]);
+    return view(r, "reshape", squeezed);
+  }
+
+  Node* view(Node* in, const std::string& op, const std::vector<Expr>& shape) {
+    Node* v = g_.add(NodeKind::View, op);
+    v->inputs = {in};
+    v->dtype = in->dtype;
+    v->shape = shape;
+    return v;
+  }
+
+  Expr reduced_count(Node* x, const std::vector<int64_t>& dims) {
+    Expr n(1);
+    for (int64_t d : dims) n = n * x->shape[d];
+    return n;
+  }
+
+  // `value / count` for a symbolic count, in dtype `dt`.
+  Node* divide_by_count(Node* value, const Expr& count, DType dt) {
+    Node* c = constant(0, true, compute_dtype(dt), value->shape);
+    c->view_args = {count};  // symbolic value: the kernel evaluates it
+    Node* n = g_.add(NodeKind::Pointwise, "div");
+    n->inputs = {value, c};
+    n->dtype = dt;
+    n->compute = compute_dtype(dt);
+    n->shape = value->shape;
+    return n;
+  }
+
+  Node* lower_reduction(const Json& node, const std::string& kind) {
+    TensorMeta m = tensor_meta(node.at("meta"));
+    Node* x = tensor_arg(node.at("args")[0]);
+    if (!x) throw UnsupportedError("reduction of a non-tensor");
+    if (is_complex(x->dtype) || is_complex(m.dtype)) throw UnsupportedError("complex dtype");
+    const Json& args = node.at("args");
+    bool all_dims = args.size() < 2 && !node.at("kwargs").has("dim");
+    const Json& dims_arg = all_dims ? Json() : arg(node, 1, "dim");
+    if (kind == "prod" && !all_dims && !dims_arg.is_null() && dims_arg.is_array())
+      throw UnsupportedError("prod over a dim list");
+    std::vector<int64_t> dims = reduce_dims(dims_arg, x->rank());
+    bool keepdim = false;
+    const Json& kd = all_dims ? Json() : arg(node, 2, "keepdim");
+    if (kd.is_bool()) keepdim = kd.as_bool();
+    if (x->rank() == 0) dims.clear();
+    if (kind == "mean") {
+      if (!is_floating(m.dtype)) throw UnsupportedError("integer mean");
+      Node* s = reduce("sum", x, dims, m.dtype, compute_dtype(m.dtype), true);
+      Node* mean = divide_by_count(s, reduced_count(x, dims), m.dtype);
+      return keepdim ? mean : squeeze_reduced(mean, x, dims);
+    }
+    std::string ir_kind = kind == "amax" ? "max" : kind == "amin" ? "min" : kind;
+    DType compute = (ir_kind == "max" || ir_kind == "min") ? compute_dtype(x->dtype)
+                    : (ir_kind == "any" || ir_kind == "all") ? DType::Bool
+                                                             : compute_dtype(m.dtype);
+    return reduce(ir_kind, x, dims, m.dtype, compute, keepdim);
+  }
+
+  Node* squeeze_reduced(Node* r, Node* x, const std::vector<int64_t>& dims) {
+    std::vector<Expr> squeezed;
+    for (int i = 0; i < x->rank(); ++i)
+      if (!std::binary_search(dims.begin(), dims.end(), i)) squeezed.push_back(x->shape[i]);
+    return view(r, "reshape", squeezed);
+  }
+
+  // var (and mean) in two passes over the row: mean, then squared deviations.
+  std::pair<Node*, Node*> lower_var(const Json& node, bool with_mean) {
+    const Json& meta = node.at("meta");
+    TensorMeta m = tensor_meta(with_mean ? meta.at("items")[0] : meta);
+    Node* x = tensor_arg(node.at("args")[0]);
+    if (!x || !is_floating(x->dtype)) throw UnsupportedError("var of a non-float tensor");
+    std::vector<int64_t> dims = reduce_dims(arg(node, 1, "dim"), x->rank());
+    double correction = 1;
+    const Json& c = node.at("kwargs").get("correction");
+    if (c.is_number()) correction = c.as_double();
+    else if (node.at("args").size() > 2 && node.at("args")[2].is_number()) correction = node.at("args")[2].as_double();
+    if (correction != static_cast<int64_t>(correction)) throw UnsupportedError("fractional correction");
+    const Json& kd = node.at("kwargs").get("keepdim");
+    bool keepdim = kd.is_bool() && kd.as_bool();
+    DType ct = compute_dtype(m.dtype);
+    Expr n = reduced_count(x, dims);
+    Node* xs = cast(x, ct);
+    Node* sum = reduce("sum", xs, dims, ct, ct, true);
+    Node* mean = divide_by_count(sum, n, ct);
+    Node* dev = g_.add(NodeKind::Pointwise, "sub");
+    dev->inputs = {xs, broadcast(mean, x->shape)};
+    dev->dtype = ct;
+    dev->compute = ct;
+    dev->shape = x->shape;
+    Node* sq = g_.add(NodeKind::Pointwise, "mul");
+    sq->inputs = {dev, dev};
+    sq->dtype = ct;
+    sq->compute = ct;
+    sq->shape = x->shape;
+    Node* ss = reduce("sum", sq, dims, ct, ct, true);
+    Expr denom = Expr::max(n - Expr(static_cast<int64_t>(correction)), Expr(0));
+    Node* var = cast(divide_by_count(ss, denom, ct), m.dtype);
+    Node* mean_out = cast(mean, m.dtype);
+    if (!keepdim) {
+      var = squeeze_reduced(var, x, dims);
+      mean_out = squeeze_reduced(mean_out, x, dims);
+    }
+    return {var, mean_out};
+  }
+
+  Node* lower_view(const Json& node, const std::string& base) {
+    static const std::set<std::string> reshapes = {"aten.view", "aten._unsafe_view", "aten.reshape",
+                                                   "aten.unsqueeze", "aten.squeeze", "aten.alias",
+                                                   "aten.expand", "aten.permute", "aten.t",
+                                                   "aten.transpose", "aten.slice", "aten.select",
+                                                   "aten.as_strided"};
+    if (!reshapes.count(base)) return nullptr;
+    TensorMeta m = tensor_meta(node.at("meta"));
+    Node* x = tensor_arg(node.at("args")[0]);
+    if (!x) throw UnsupportedError("view of a non-tensor");
+    if (is_complex(x->dtype)) throw UnsupportedError("complex dtype");
+    int rank = x->rank();
+    auto norm = [&](int64_t d) { return d < 0 ? d + rank : d; };
+    if (base == "aten.expand") return broadcast(x, m.shape);
+    if (base == "aten.permute" || base == "aten.t" || base == "aten.transpose") {
+      std::vector<int64_t> perm;
+      for (int i = 0; i < rank; ++i) perm.push_back(i);
+      if (base == "aten.permute") perm = int_list(node.at("args")[1]);
+      else if (rank == 2 || base == "aten.t") { if (rank == 2) std::swap(perm[0], perm[1]); }
+      if (base == "aten.transpose") {
+        perm.assign(rank, 0);
+        for (int i = 0; i < rank; ++i) perm[i] = i;
+        std::swap(perm[norm(const_int(node.at("args")[1]))], perm[norm(const_int(node.at("args")[2]))]);
+      }
+      for (auto& p : perm) p = norm(p);
+      Node* v = view(x, "permute", m.shape);
+      v->dims = perm;
+      return v;
+    }
+    if (base == "aten.slice") {
+      int64_t dim = rank ? norm(const_int(arg(node, 1, "dim").is_null() ? Json::integer(0) : arg(node, 1, "dim"))) : 0;
+      const Json& start_arg = arg(node, 2, "start");
+      Expr start = start_arg.is_null() ? Expr(0) : int_arg(start_arg);
+      if (start.is_const() && start.value() < 0) start = Expr::max(x->shape[dim] + start, Expr(0));
+      if (start.is_const() && x->shape[dim].is_const() && start.value() > x->shape[dim].value())
+        start = x->shape[dim];
+      const Json& step_arg = arg(node, 4, "step");
+      Expr step = step_arg.is_null() ? Expr(1) : int_arg(step_arg);
+      Node* v = view(x, "slice", m.shape);
+      v->view_args = {Expr(dim), start, step};
+      return v;
+    }
+    if (base == "aten.select") {
+      int64_t dim = norm(const_int(node.at("args")[1]));
+      Expr index = int_arg(node.at("args")[2]);
+      if (index.is_const() && index.value() < 0) index = x->shape[dim] + index;
+      Node* v = view(x, "select", m.shape);
+      v->view_args = {Expr(dim), index};
+      return v;
+    }
+    if (base == "aten.as_strided") {
+      if (x->kind != NodeKind::Input) throw UnsupportedError("as_strided of a computed value");
+      Node* v = view(x, "as_strided", m.shape);
+      v->view_args = m.strides;
+      v->view_args.push_back(m.offset);
+      return v;
+    }
+    return view(x, "reshape", m.shape);
+  }
+
+  // ---- externs ----------------------------------------------------------------
+  void collect_refs(const Json& a, std::vector<Node*>& out) {
+    if (a.is_array()) {
+      for (auto& x : a.items()) collect_refs(x, out);
+    } else if (a.is_object()) {
+      if (a.has("ref")) {
+        const std::string& name = a.at("ref").as_string();
+        const Value& v = value(name);
+        if (v.is_tuple) throw CompileError("extern argument is a tuple value");
+        if (!v.tensor) return;
+        if (std::find(out.begin(), out.end(), v.tensor) == out.end()) out.push_back(v.tensor);
+        out_.fx_values.emplace_back(name, v.tensor);
+      } else {
+        for (auto& [k, x] : a.members()) collect_refs(x, out);
+      }
+    }
+  }
+
+  Value make_extern(const Json& node, const std::string& target) {
+    const std::string& name = node.at("name").as_string();
+    Node* e = g_.add(NodeKind::Extern, target);
+    e->fx_name = name;
+    collect_refs(node.at("args"), e->inputs);
+    collect_refs(node.at("kwargs"), e->inputs);
+    for (Node* in : e->inputs) in->materialize = true;
+    out_.externs.push_back(target);
+    return extern_outputs(e, node.at("meta"), -1);
+  }
+
+  Value extern_outputs(Node* e, const Json& meta, int index) {
+    Value v;
+    const std::string& t = meta.get("t").is_string() ? meta.at("t").as_string() : "other";
+    if (t == "tensor") {
+      TensorMeta m = tensor_meta(meta);
+      Node* o = g_.add(NodeKind::ExternOutput, "extern_output");
+      o->inputs = {e};
+      o->dtype = m.dtype;
+      o->shape = m.shape;
+      o->strides = m.strides;
+      o->offset = m.offset;
+      o->index = index;
+      o->materialize = true;
+      v.tensor = o;
+    } else if (t == "tuple") {
+      v.is_tuple = true;
+      int i = 0;
+      for (auto& item : meta.at("items").items()) {
+        if (index >= 0) throw UnsupportedError("nested tuple output");
+        v.items.push_back(extern_outputs(e, item, i++));
+      }
+    } else if (t == "sym") {
+      v.sym = Expr::from_json(meta.at("expr"));
+    }
+    return v;
+  }
+
+  LoweredGraph& out_;
+  Graph& g_;
+  std::map<std::string, Value> values_;
+};
+
+}  // namespace
+
+LoweredGraph lower_fx_graph(const Json& fx) {
+  LoweredGraph out;
+  Lowerer(out).run(fx);
+  out.graph.compute_users();
+  return out;
+}
+
+}  // namespace openneuron::compiler

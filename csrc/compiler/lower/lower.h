@@ -1,0 +1,31 @@
+// Lowering: an FX graph, as serialized by the Python front end (JSON), turned
+// into the IR. ATen ops with a lowering become IR nodes; every other op
+// becomes an Extern node that the runtime calls as a library kernel.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+#include "compiler/ir/json.h"
+
+namespace openneuron::compiler {
+
+struct LoweringNote {
+  std::string op;      // the ATen op, e.g. "aten.add.Tensor"
+  std::string reason;  // why it runs as an eager (extern) kernel
+};
+
+struct LoweredGraph {
+  Graph graph;
+  // FX node name -> IR node, for tensors the runtime must hand to externs.
+  std::vector<std::pair<std::string, Node*>> fx_values;
+  // Ops meant to be generated that fell back to eager kernels (warned).
+  std::vector<LoweringNote> fallbacks;
+  // Ops run as library kernels by design (matmul, convolution, ...).
+  std::vector<std::string> externs;
+};
+
+LoweredGraph lower_fx_graph(const Json& fx);
+
+}  // namespace openneuron::compiler

@@ -1,0 +1,37 @@
+// Common-subexpression elimination: two compute nodes with the same op,
+// attributes and inputs are one node.
+#include <cstdio>
+#include <map>
+
+#include "compiler/passes/passes.h"
+
+namespace openneuron::compiler {
+
+static std::string signature(const Node& n) {
+  std::string s = std::string(kind_name(n.kind)) + "." + n.op + "|" + dtype_name(n.dtype) + "|" +
+                  dtype_name(n.compute) + "|" + join_keys(n.shape) + "|";
+  for (Node* in : n.inputs) s += std::to_string(in->id) + ",";
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "|%.17g|%d|%d|", n.scalar, n.scalar_is_int, n.keepdim);
+  s += buf;
+  for (int64_t d : n.dims) s += std::to_string(d) + ",";
+  s += "|" + join_keys(n.view_args);
+  return s;
+}
+
+int eliminate_common_subexpressions(Graph& g) {
+  std::map<std::string, Node*> seen;
+  int merged = 0;
+  for (auto& n : g.nodes()) {
+    if (n->dead || !n->is_compute()) continue;
+    auto [it, fresh] = seen.emplace(signature(*n), n.get());
+    if (fresh) continue;
+    replace_uses(g, n.get(), it->second);
+    n->dead = true;
+    ++merged;
+  }
+  g.compute_users();
+  return merged;
+}
+
+}  // namespace openneuron::compiler

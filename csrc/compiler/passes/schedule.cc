@@ -1,0 +1,309 @@
+#include "compiler/passes/schedule.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "compiler/ir/errors.h"
+
+namespace openneuron::compiler {
+
+namespace {
+
+bool is_leaf(const Node* n) {
+  return n->kind == NodeKind::Input || n->kind == NodeKind::ExternOutput || n->materialize;
+}
+
+// Non-1 sizes in order: a reshape that keeps them is a squeeze/unsqueeze.
+std::vector<Expr> non_unit(const std::vector<Expr>& shape) {
+  std::vector<Expr> out;
+  for (auto& s : shape)
+    if (!s.equals(1)) out.push_back(s);
+  return out;
+}
+
+bool is_contiguous(const std::vector<Expr>& shape, const std::vector<Expr>& strides) {
+  auto expected = contiguous_strides(shape);
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (!shape[i].equals(1) && strides[i] != expected[i]) return false;
+  return true;
+}
+
+}  // namespace
+
+bool strided_view(const Node* view, const Node** base_out, std::vector<Expr>* strides_out, Expr* offset_out) {
+  std::vector<const Node*> chain;
+  const Node* base = view;
+  while (base->kind == NodeKind::View && !base->materialize) {
+    chain.push_back(base);
+    base = base->inputs[0];
+  }
+  if (!is_leaf(base) || base->kind == NodeKind::Constant) return false;
+  std::vector<Expr> shape = base->shape, strides;
+  Expr offset(0);
+  if (base->kind == NodeKind::Input || base->kind == NodeKind::ExternOutput) {
+    strides = base->strides;
+    offset = base->offset;
+  } else {
+    strides = contiguous_strides(shape);
+  }
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    const Node* v = *it;
+    std::vector<Expr> next(v->shape.size(), Expr(0));
+    if (v->op == "expand") {
+      size_t lead = v->shape.size() - shape.size();
+      for (size_t i = 0; i < shape.size(); ++i)
+        next[lead + i] = (shape[i] == v->shape[lead + i]) ? strides[i] : Expr(0);
+    } else if (v->op == "permute") {
+      for (size_t i = 0; i < v->dims.size(); ++i) next[i] = strides[v->dims[i]];
+    } else if (v->op == "slice") {
+      int64_t d = v->view_args[0].value();
+      next = strides;
+      offset = offset + v->view_args[1] * strides[d];
+      next[d] = strides[d] * v->view_args[2];
+    } else if (v->op == "select") {
+      int64_t d = v->view_args[0].value();
+      offset = offset + v->view_args[1] * strides[d];
+      next.clear();
+      for (size_t i = 0; i < strides.size(); ++i)
+        if (static_cast<int64_t>(i) != d) next.push_back(strides[i]);
+    } else if (v->op == "as_strided") {
+      if (base->kind != NodeKind::Input || it != chain.rbegin()) return false;
+      next.assign(v->view_args.begin(), v->view_args.end() - 1);
+      offset = v->view_args.back();
+    } else if (v->op == "reshape") {
+      if (is_contiguous(shape, strides)) {
+        next = contiguous_strides(v->shape);
+      } else if (non_unit(shape) == non_unit(v->shape)) {
+        std::vector<Expr> kept;
+        for (size_t i = 0; i < shape.size(); ++i)
+          if (!shape[i].equals(1)) kept.push_back(strides[i]);
+        size_t k = 0;
+        for (size_t i = 0; i < v->shape.size(); ++i)
+          next[i] = v->shape[i].equals(1) ? Expr(1) : kept[k++];
+      } else {
+        return false;
+      }
+    } else {
+      return false;
+    }
+    shape = v->shape;
+    strides = next;
+  }
+  *base_out = base;
+  *strides_out = strides;
+  *offset_out = offset;
+  return true;
+}
+
+namespace {
+
+class Scheduler {
+ public:
+  explicit Scheduler(Graph& g) : g_(g) {}
+
+  Schedule run() {
+    choose_materialization();
+    for (Node* n : g_.live_nodes()) place(n);
+    plan_memory();
+    return std::move(s_);
+  }
+
+ private:
+  void choose_materialization() {
+    auto needs_tensor = [&](Node* n) {
+      if (n->kind != NodeKind::Pointwise && n->kind != NodeKind::Reduce && n->kind != NodeKind::View &&
+          n->kind != NodeKind::Constant)
+        return;
+      const Node* base;
+      std::vector<Expr> strides;
+      Expr offset;
+      if (n->kind == NodeKind::View && strided_view(n, &base, &strides, &offset)) {
+        aliases_.insert(n->id);
+        return;
+      }
+      n->materialize = true;
+    };
+    for (Node* n : g_.live_nodes())
+      if (n->kind == NodeKind::Extern)
+        for (Node* in : n->inputs) needs_tensor(in);
+    for (auto& o : g_.outputs)
+      if (o.node) needs_tensor(o.node);
+  }
+
+  struct Cone {
+    std::set<Node*> leaves;
+    std::set<Node*> reduces;  // non-materialized reductions it reads
+  };
+
+  void collect(Node* n, Cone& c, std::set<Node*>& seen, bool top) {
+    if (!seen.insert(n).second) return;
+    if (!top && (is_leaf(n) || aliases_.count(n->id))) {
+      c.leaves.insert(n);
+      return;
+    }
+    if (!top && n->kind == NodeKind::Reduce) {
+      c.reduces.insert(n);
+      return;
+    }
+    for (Node* in : n->inputs) collect(in, c, seen, false);
+  }
+
+  Cone cone(Node* n) {
+    Cone c;
+    std::set<Node*> seen;
+    collect(n, c, seen, true);
+    return c;
+  }
+
+  static std::vector<Expr> kept_shape(const KernelGroup& k) {
+    std::vector<Expr> s = k.shape;
+    for (int64_t d : k.dims) s[d] = Expr(1);
+    return s;
+  }
+  static std::vector<Expr> squeezed_shape(const KernelGroup& k) {
+    std::vector<Expr> s;
+    for (size_t i = 0; i < k.shape.size(); ++i)
+      if (!std::count(k.dims.begin(), k.dims.end(), static_cast<int64_t>(i))) s.push_back(k.shape[i]);
+    return s;
+  }
+
+  bool fits(const KernelGroup& k, Node* n, const Cone& c) {
+    for (Node* leaf : c.leaves) {
+      auto it = producer_.find(leaf->id);
+      if (it != producer_.end() && it->second >= k.position) return false;
+    }
+    for (Node* r : c.reduces)
+      if (r->group != group_index(k)) return false;
+    if (n->kind == NodeKind::Reduce)
+      return k.kind == KernelGroup::Kind::Reduction && n->inputs[0]->shape == k.shape && n->dims == k.dims;
+    if (k.kind == KernelGroup::Kind::Pointwise) return c.reduces.empty() && n->shape == k.shape;
+    return n->shape == k.shape || n->shape == kept_shape(k) || n->shape == squeezed_shape(k);
+  }
+
+  int group_index(const KernelGroup& k) const { return static_cast<int>(&k - s_.groups.data()); }
+
+  void place(Node* n) {
+    if (n->kind == NodeKind::Extern) {
+      int pos = add_step({Step::Kind::Extern, -1, n});
+      for (Node* u : n->users) producer_[u->id] = pos;
+      return;
+    }
+    if (n->kind == NodeKind::Input || n->kind == NodeKind::ExternOutput) return;
+    if (aliases_.count(n->id)) {
+      producer_[n->id] = add_step({Step::Kind::Alias, -1, n});
+      return;
+    }
+    bool root = n->kind == NodeKind::Reduce || n->materialize;
+    if (!root) return;
+    Cone c = cone(n);
+    cones_[n->id] = c;
+    KernelGroup* last = s_.groups.empty() ? nullptr : &s_.groups.back();
+    if (!last || !fits(*last, n, c)) {
+      for (Node* r : c.reduces) {
+        r->materialize = true;
+        producer_[r->id] = s_.groups[r->group].position;
+      }
+      KernelGroup k;
+      if (n->kind == NodeKind::Reduce) {
+        k.kind = KernelGroup::Kind::Reduction;
+        k.shape = n->inputs[0]->shape;
+        k.dims = n->dims;
+      } else {
+        k.shape = n->shape;
+      }
+      k.position = static_cast<int>(s_.steps.size());
+      s_.groups.push_back(k);
+      add_step({Step::Kind::Kernel, static_cast<int>(s_.groups.size()) - 1, nullptr});
+      last = &s_.groups.back();
+    }
+    last->roots.push_back(n);
+    n->group = group_index(*last);
+    producer_[n->id] = last->position;
+  }
+
+  int add_step(Step step) {
+    s_.steps.push_back(step);
+    return static_cast<int>(s_.steps.size()) - 1;
+  }
+
+  // Buffers die after their last reader; a kernel output takes over the
+  // buffer of a dead one with the same dtype and element count.
+  void plan_memory() {
+    std::map<int, int> last_use;
+    auto read = [&](Node* n, int step) {
+      while (aliases_.count(n->id)) {
+        last_use[n->id] = std::max(last_use[n->id], step);
+        const Node* base;
+        std::vector<Expr> st;
+        Expr off;
+        strided_view(n, &base, &st, &off);
+        n = const_cast<Node*>(base);
+      }
+      last_use[n->id] = std::max(last_use[n->id], step);
+    };
+    for (size_t i = 0; i < s_.steps.size(); ++i) {
+      const Step& st = s_.steps[i];
+      if (st.kind == Step::Kind::Extern) {
+        for (Node* in : st.node->inputs) read(in, static_cast<int>(i));
+      } else if (st.kind == Step::Kind::Alias) {
+        read(st.node, static_cast<int>(i));
+      } else {
+        for (Node* r : s_.groups[st.group].roots)
+          for (Node* leaf : cones_[r->id].leaves) read(leaf, static_cast<int>(i));
+      }
+    }
+    std::set<int> pinned;  // never freed or reused: outputs and inputs
+    for (auto& o : g_.outputs)
+      if (o.node) {
+        Node* n = o.node;
+        pinned.insert(n->id);
+        const Node* base;
+        std::vector<Expr> st;
+        Expr off;
+        if (aliases_.count(n->id) && strided_view(n, &base, &st, &off)) pinned.insert(base->id);
+      }
+    s_.frees.assign(s_.steps.size(), {});
+    s_.reuse_of.assign(g_.nodes().size(), -1);
+    std::map<std::string, std::vector<int>> free_pool;  // dtype|numel -> dead kernel buffers
+    auto pool_key = [](const Node* n) { return std::string(dtype_name(n->dtype)) + "|" + n->numel().key(); };
+    for (size_t i = 0; i < s_.steps.size(); ++i) {
+      const Step& st = s_.steps[i];
+      if (st.kind == Step::Kind::Kernel) {
+        for (Node* r : s_.groups[st.group].roots) {
+          if (!r->materialize || pinned.count(r->id)) continue;
+          auto& pool = free_pool[pool_key(r)];
+          if (!pool.empty()) {
+            s_.reuse_of[r->id] = pool.back();
+            pool.pop_back();
+            ++s_.buffers_reused;
+          }
+        }
+      }
+      for (auto& [id, step] : last_use) {
+        if (step != static_cast<int>(i) || pinned.count(id)) continue;
+        Node* n = g_.nodes()[id].get();
+        if (n->kind == NodeKind::Input) continue;
+        s_.frees[i].push_back(id);
+        if (n->materialize && n->kind != NodeKind::ExternOutput && !aliases_.count(id))
+          free_pool[pool_key(n)].push_back(id);
+      }
+    }
+  }
+
+  Graph& g_;
+  Schedule s_;
+  std::set<int> aliases_;
+  std::map<int, int> producer_;  // node id -> step that makes its buffer
+  std::map<int, Cone> cones_;
+};
+
+}  // namespace
+
+Schedule schedule_graph(Graph& g) {
+  g.compute_users();
+  return Scheduler(g).run();
+}
+
+}  // namespace openneuron::compiler

@@ -1,0 +1,56 @@
+// Fusion and scheduling: which nodes get buffers, which nodes are computed
+// together in one generated kernel, in what order kernels and extern calls
+// run, and which buffers can reuse the memory of dead ones.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+
+namespace openneuron::compiler {
+
+// A fused kernel. Pointwise: every root has shape `shape` and is computed in
+// one loop nest. Reduction: `shape` is the reduced input's shape, `dims` the
+// reduced dims; roots are reductions over the row, pointwise outputs of the
+// input's shape (epilogues) or of the reduced shape (row scalars).
+struct KernelGroup {
+  enum class Kind { Pointwise, Reduction } kind = Kind::Pointwise;
+  std::vector<Expr> shape;
+  std::vector<int64_t> dims;
+  std::vector<Node*> roots;   // in evaluation order
+  int position = 0;           // step index
+};
+
+struct Step {
+  enum class Kind { Kernel, Extern, Alias } kind = Kind::Kernel;
+  int group = -1;        // Kernel
+  Node* node = nullptr;  // Extern: the extern node; Alias: the view node
+};
+
+struct BufferPlan {
+  Node* node = nullptr;
+  int reuses = -1;        // node id whose dead buffer this one takes over
+  std::vector<int> free_after;  // unused
+};
+
+struct Schedule {
+  std::vector<KernelGroup> groups;
+  std::vector<Step> steps;
+  // node id -> node whose buffer it reuses (memory planning), or -1.
+  std::vector<int> reuse_of;
+  // Per step: node ids whose buffers die after it.
+  std::vector<std::vector<int>> frees;
+  int buffers_reused = 0;
+};
+
+// Decides materialization, fuses compute nodes into kernel groups and orders
+// the steps. Views of materialized tensors that externs or outputs need
+// become Alias steps (as_strided views, no copy) when expressible.
+Schedule schedule_graph(Graph& g);
+
+// Strides of a view chain over a materialized base, when the view is
+// expressible as a strided view of it; false otherwise.
+bool strided_view(const Node* view, const Node** base, std::vector<Expr>* strides, Expr* offset);
+
+}  // namespace openneuron::compiler
