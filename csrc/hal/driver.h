@@ -8,6 +8,7 @@
 #include <string>
 
 #include "hal/event.h"
+#include "hal/executable.h"
 #include "hal/queue.h"
 #include "hal/types.h"
 
@@ -37,6 +38,10 @@ class Driver {
                                               bool enable_timing) = 0;
   // Blocks until every queue of `device` is idle.
   virtual void synchronize(int device) = 0;
+
+  // Loads a compiled program (for the host driver: a shared object made by
+  // the compiler). Throws Error naming the path when it cannot be loaded.
+  virtual std::unique_ptr<Executable> load_executable(int device, const std::string& path) = 0;
 };
 
 // The process-wide driver, chosen by OPENNEURON_DRIVER (default "host").

@@ -41,6 +41,10 @@ def _load():
     )
     _shared_parameters.install()
     distributed.register()
+    # torch.compile(backend="neuron"): when Dynamo is already imported,
+    # register now; otherwise Dynamo finds it through the entry point.
+    if "torch._dynamo" in sys.modules:
+        from . import compiler  # noqa: F401
     _loaded = True
 
 

@@ -172,7 +172,12 @@ class Scheduler {
   bool fits(const KernelGroup& k, Node* n, const Cone& c) {
     for (Node* leaf : c.leaves) {
       auto it = producer_.find(leaf->id);
-      if (it != producer_.end() && it->second >= k.position) return false;
+      if (it == producer_.end() || it->second < k.position) continue;
+      // A reduction or row scalar of this very group is already computed
+      // for the current row; anything else made here is not.
+      bool same_row = k.kind == KernelGroup::Kind::Reduction && leaf->group == group_index(k) &&
+                      (leaf->kind == NodeKind::Reduce || leaf->shape != k.shape);
+      if (!same_row) return false;
     }
     for (Node* r : c.reduces)
       if (r->group != group_index(k)) return false;
@@ -243,10 +248,21 @@ class Scheduler {
       }
       last_use[n->id] = std::max(last_use[n->id], step);
     };
+    // Buffers an extern reads may live on in its results (views), so their
+    // memory is never handed to another buffer.
+    std::set<int> extern_read;
     for (size_t i = 0; i < s_.steps.size(); ++i) {
       const Step& st = s_.steps[i];
       if (st.kind == Step::Kind::Extern) {
-        for (Node* in : st.node->inputs) read(in, static_cast<int>(i));
+        for (Node* in : st.node->inputs) {
+          read(in, static_cast<int>(i));
+          const Node* base = in;
+          std::vector<Expr> strides;
+          Expr off;
+          if (aliases_.count(in->id)) strided_view(in, &base, &strides, &off);
+          extern_read.insert(in->id);
+          extern_read.insert(base->id);
+        }
       } else if (st.kind == Step::Kind::Alias) {
         read(st.node, static_cast<int>(i));
       } else {
@@ -286,7 +302,7 @@ class Scheduler {
         Node* n = g_.nodes()[id].get();
         if (n->kind == NodeKind::Input) continue;
         s_.frees[i].push_back(id);
-        if (n->materialize && n->kind != NodeKind::ExternOutput && !aliases_.count(id))
+        if (n->materialize && n->kind != NodeKind::ExternOutput && !aliases_.count(id) && !extern_read.count(id))
           free_pool[pool_key(n)].push_back(id);
       }
     }

@@ -9,6 +9,7 @@
 #include "torch/aten/cpu_fallback.h"
 #include "torch/aten/router.h"
 #include "torch/distributed/neuron_backend.h"
+#include "torch/runtime/compiled_kernels.h"
 #include "torch/runtime/cpu_allocation_redirect.h"
 #include "torch/runtime/device.h"
 #include "torch/runtime/device_allocator.h"
@@ -182,6 +183,8 @@ PYBIND11_MODULE(_C, m) {
     d["num_host_free"] = s.num_host_free;
     return d;
   });
+  m.def("_compiled_kernel", &compiled_kernel);
+  m.def("_launch_compiled_kernel", &launch_compiled_kernel);
   m.def("_transfer_stats", &transfer_stats);
   m.def("_reset_transfer_stats", [] { reset_transfer_stats(); });
   m.def("_fallback_report", &fallback_records);

@@ -11,6 +11,7 @@
 
 #include "hal/config.h"
 #include "hal/drivers/host/host_event.h"
+#include "hal/drivers/host/host_executable.h"
 #include "hal/drivers/host/host_queue.h"
 #include "hal/error.h"
 
@@ -163,6 +164,11 @@ void HostDriver::synchronize(int device) {
     if (error && !first_error) first_error = error;
   }
   if (first_error) std::rethrow_exception(first_error);
+}
+
+std::unique_ptr<Executable> HostDriver::load_executable(int device, const std::string& path) {
+  check_device(device);
+  return std::make_unique<HostExecutable>(path);
 }
 
 }  // namespace openneuron::hal

@@ -37,6 +37,7 @@ class HostDriver : public Driver {
   std::unique_ptr<Queue> create_queue(int device, int priority) override;
   std::unique_ptr<Event> create_event(int device, bool enable_timing) override;
   void synchronize(int device) override;
+  std::unique_ptr<Executable> load_executable(int device, const std::string& path) override;
 
  private:
   struct Mapping {

@@ -1,0 +1,439 @@
+#include "compiler/codegen/cpp_kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "compiler/ir/errors.h"
+#include "compiler/lower/aten_ops.h"
+
+namespace openneuron::compiler {
+
+namespace {
+
+// Below this many elements a kernel runs on one thread.
+constexpr int64_t kParallelThreshold = 32768;
+
+std::string literal(double v, bool is_int, DType ct) {
+  std::string t = compute_ctype(ct);
+  if (ct == DType::Bool) return v != 0 ? "true" : "false";
+  if (std::isnan(v)) return "std::numeric_limits<" + t + ">::quiet_NaN()";
+  if (std::isinf(v)) return std::string(v < 0 ? "-" : "") + "std::numeric_limits<" + t + ">::infinity()";
+  char buf[48];
+  if (is_int && std::fabs(v) < 9.2e18) std::snprintf(buf, sizeof buf, "%lldLL", static_cast<long long>(v));
+  else std::snprintf(buf, sizeof buf, "%.17g", v);
+  return "static_cast<" + t + ">(" + buf + ")";
+}
+
+class KernelWriter {
+ public:
+  KernelWriter(const KernelGroup& g, const std::string& name, const std::vector<std::string>& symbols)
+      : g_(g), name_(name), symbols_(symbols) {}
+
+  GeneratedKernel run() {
+    if (g_.kind == KernelGroup::Kind::Pointwise) write_pointwise();
+    else write_reduction();
+    GeneratedKernel k;
+    k.name = name_;
+    std::string head = "extern \"C\" void " + name_ +
+                       "(void** on_buffers, const int64_t* on_symbols, int64_t on_threads) {\n";
+    for (size_t i = 0; i < symbols_.size(); ++i)
+      head += "  const int64_t " + symbols_[i] + " = on_symbols[" + std::to_string(i) + "]; (void)" +
+              symbols_[i] + ";\n";
+    // Buffers: reads first, then outputs.
+    std::vector<Node*> order = reads_;
+    for (Node* o : outputs_) order.push_back(o);
+    for (size_t i = 0; i < order.size(); ++i) {
+      Node* n = order[i];
+      bool out = i >= reads_.size();
+      std::string t = storage_ctype(n->dtype);
+      head += "  " + std::string(out ? "" : "const ") + t + "* __restrict__ " + buffer_name(n) + " = (" +
+              (out ? "" : "const ") + t + "*)on_buffers[" + std::to_string(i) + "];\n";
+    }
+    k.source = head + body_ + "}\n";
+    k.buffers = order;
+    k.num_outputs = static_cast<int>(outputs_.size());
+    return k;
+  }
+
+ private:
+  // ---- emission helpers -----------------------------------------------------
+  void line(const std::string& s) { body_ += std::string(indent_ * 2, ' ') + s + "\n"; }
+  std::string fresh() { return "v" + std::to_string(counter_++); }
+
+  std::string buffer_name(Node* n) { return "b" + std::to_string(n->id); }
+
+  void note_read(Node* n) {
+    if (std::find(reads_.begin(), reads_.end(), n) == reads_.end() &&
+        std::find(outputs_.begin(), outputs_.end(), n) == outputs_.end())
+      reads_.push_back(n);
+  }
+
+  static std::vector<Expr> layout_strides(const Node* n) {
+    if (n->kind == NodeKind::Input || n->kind == NodeKind::ExternOutput) return n->strides;
+    return contiguous_strides(n->shape);
+  }
+  static Expr layout_offset(const Node* n) {
+    if (n->kind == NodeKind::Input || n->kind == NodeKind::ExternOutput) return n->offset;
+    return Expr(0);
+  }
+
+  bool is_materialized(const Node* n) const {
+    return n->kind == NodeKind::Input || n->kind == NodeKind::ExternOutput || n->materialize;
+  }
+
+  std::string value_type(const Node* n) { return compute_ctype(compute_dtype(n->dtype)); }
+
+  std::string load(Node* n, const std::vector<Expr>& strides, const Expr& offset, const std::vector<Expr>& c) {
+    note_read(n);
+    Expr idx = offset;
+    for (size_t i = 0; i < c.size(); ++i) idx = idx + c[i] * strides[i];
+    return "static_cast<" + value_type(n) + ">(" + buffer_name(n) + "[" + idx.cpp() + "])";
+  }
+
+  // The value of `n` at logical coordinates `c`, as a C++ expression (a
+  // variable, memoised per scope so shared subexpressions are computed once).
+  std::string emit(Node* n, const std::vector<Expr>& c) {
+    std::string key = std::to_string(n->id) + "@" + join_keys(c);
+    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+      auto f = it->find(key);
+      if (f != it->end()) return f->second;
+    }
+    std::string expr = compute(n, c);
+    std::string var = fresh();
+    line("const " + value_type(n) + " " + var + " = " + expr + ";");
+    scopes_.back()[key] = var;
+    return var;
+  }
+
+  std::string compute(Node* n, const std::vector<Expr>& c) {
+    if (n->kind == NodeKind::Reduce && accumulators_.count(n->id)) return accumulators_[n->id];
+    if (is_materialized(n) && !(current_roots_.count(n->id))) {
+      return load(n, layout_strides(n), layout_offset(n), c);
+    }
+    switch (n->kind) {
+      case NodeKind::Constant:
+        if (!n->view_args.empty())
+          return "static_cast<" + value_type(n) + ">(" + n->view_args[0].cpp() + ")";
+        return literal(n->scalar, n->scalar_is_int, compute_dtype(n->dtype));
+      case NodeKind::View: return emit_view(n, c);
+      case NodeKind::Pointwise: return emit_pointwise(n, c);
+      default: break;
+    }
+    throw CompileError(std::string("kernel cannot compute a ") + kind_name(n->kind) + " node here");
+  }
+
+  std::string emit_pointwise(Node* n, const std::vector<Expr>& c) {
+    std::string ct = compute_ctype(n->compute);
+    std::vector<std::string> args;
+    for (size_t i = 0; i < n->inputs.size(); ++i) {
+      std::string v = emit(n->inputs[i], c);
+      std::string t = (n->op == "where" && i == 0) ? "bool" : ct;
+      args.push_back("static_cast<" + t + ">(" + v + ")");
+    }
+    while (args.size() < 3) args.push_back("");
+    std::string r = pointwise_cpp(n->op, ct, args[0], args[1], args[2], "");
+    std::string vt = value_type(n);
+    if (n->op == "identity" && (n->dtype == DType::Float16 || n->dtype == DType::BFloat16))
+      return "static_cast<float>(static_cast<" + std::string(storage_ctype(n->dtype)) + ">(" + r + "))";
+    return "static_cast<" + vt + ">(" + r + ")";
+  }
+
+  std::string emit_view(Node* v, const std::vector<Expr>& c) {
+    Node* in = v->inputs[0];
+    std::vector<Expr> ic(in->shape.size(), Expr(0));
+    if (v->op == "expand") {
+      size_t lead = v->shape.size() - in->shape.size();
+      for (size_t i = 0; i < in->shape.size(); ++i) ic[i] = in->shape[i].equals(1) ? Expr(0) : c[lead + i];
+    } else if (v->op == "permute") {
+      for (size_t i = 0; i < v->dims.size(); ++i) ic[v->dims[i]] = c[i];
+    } else if (v->op == "slice") {
+      int64_t d = v->view_args[0].value();
+      ic = c;
+      ic[d] = v->view_args[1] + c[d] * v->view_args[2];
+    } else if (v->op == "select") {
+      int64_t d = v->view_args[0].value();
+      size_t k = 0;
+      for (size_t i = 0; i < ic.size(); ++i) ic[i] = static_cast<int64_t>(i) == d ? v->view_args[1] : c[k++];
+    } else if (v->op == "as_strided") {
+      std::vector<Expr> strides(v->view_args.begin(), v->view_args.end() - 1);
+      return load(in, strides, v->view_args.back(), c);
+    } else if (v->op == "reshape") {
+      ic = reshape_coords(in->shape, v->shape, c);
+    } else {
+      throw CompileError("unknown view " + v->op);
+    }
+    return emit(in, ic);
+  }
+
+  static std::vector<Expr> reshape_coords(const std::vector<Expr>& in_shape, const std::vector<Expr>& out_shape,
+                                          const std::vector<Expr>& c) {
+    std::vector<Expr> a, b;
+    for (auto& s : in_shape) if (!s.equals(1)) a.push_back(s);
+    for (auto& s : out_shape) if (!s.equals(1)) b.push_back(s);
+    std::vector<Expr> ic(in_shape.size(), Expr(0));
+    if (a == b) {  // only size-1 dims added or removed
+      std::vector<Expr> kept;
+      for (size_t i = 0; i < out_shape.size(); ++i) if (!out_shape[i].equals(1)) kept.push_back(c[i]);
+      size_t k = 0;
+      for (size_t i = 0; i < in_shape.size(); ++i) if (!in_shape[i].equals(1)) ic[i] = kept[k++];
+      return ic;
+    }
+    // General: through the row-major flat index.
+    auto out_strides = contiguous_strides(out_shape);
+    Expr flat(0);
+    for (size_t i = 0; i < c.size(); ++i) flat = flat + c[i] * out_strides[i];
+    auto in_strides = contiguous_strides(in_shape);
+    for (size_t j = 0; j < in_shape.size(); ++j) {
+      Expr q = Expr::floordiv(flat, in_strides[j]);
+      ic[j] = j == 0 ? q : Expr::mod(q, in_shape[j]);
+    }
+    return ic;
+  }
+
+  void store(Node* root, const std::vector<Expr>& c, const std::string& value) {
+    if (std::find(outputs_.begin(), outputs_.end(), root) == outputs_.end()) outputs_.push_back(root);
+    auto strides = contiguous_strides(root->shape);
+    Expr idx(0);
+    for (size_t i = 0; i < c.size(); ++i) idx = idx + c[i] * strides[i];
+    std::string st = storage_ctype(root->dtype);
+    line(buffer_name(root) + "[" + idx.cpp() + "] = static_cast<" + st + ">(" + value + ");");
+  }
+
+  // Loop over `dims` of `shape`: the last is the inner (vectorised) loop,
+  // the others are flattened into one parallel outer loop when `parallel`.
+  // Returns the coordinate variable of every dim in `dims`.
+  std::vector<Expr> open_loops(const std::vector<Expr>& shape, const std::vector<int64_t>& dims,
+                               const std::string& prefix, bool parallel, bool simd_inner) {
+    std::vector<Expr> coord(shape.size(), Expr(0));
+    if (dims.empty()) return coord;
+    std::vector<int64_t> outer(dims.begin(), dims.end() - 1);
+    int64_t inner = dims.back();
+    if (!outer.empty()) {
+      Expr count(1);
+      for (int64_t d : outer) count = count * shape[d];
+      std::string o = prefix + "o";
+      if (parallel) {
+        line("#pragma omp parallel for num_threads(on_threads) if((" + (count * shape[inner]).cpp() +
+             ") > " + std::to_string(kParallelThreshold) + ") schedule(static)");
+      }
+      line("for (int64_t " + o + " = 0; " + o + " < " + count.cpp() + "; ++" + o + ") {");
+      ++indent_;
+      line("int64_t " + prefix + "rest = " + o + "; (void)" + prefix + "rest;");
+      for (auto it = outer.rbegin(); it != outer.rend(); ++it) {
+        std::string var = prefix + std::to_string(*it);
+        line("const int64_t " + var + " = " + prefix + "rest % " + shape[*it].cpp() + "; " + prefix + "rest /= " +
+             shape[*it].cpp() + ";");
+        coord[*it] = Expr::symbol(var);
+      }
+      ++open_;
+    } else if (parallel) {
+      line("#pragma omp parallel for num_threads(on_threads) if((" + shape[inner].cpp() + ") > " +
+           std::to_string(kParallelThreshold) + ") schedule(static)");
+    } else if (simd_inner) {
+      line("#pragma omp simd");
+    }
+    if (!outer.empty() && simd_inner) line("#pragma omp simd");
+    std::string var = prefix + std::to_string(inner);
+    line("for (int64_t " + var + " = 0; " + var + " < " + shape[inner].cpp() + "; ++" + var + ") {");
+    ++indent_;
+    ++open_;
+    coord[inner] = Expr::symbol(var);
+    return coord;
+  }
+
+  void close_loops() {
+    while (open_ > 0) {
+      --indent_;
+      line("}");
+      --open_;
+    }
+  }
+
+  // ---- pointwise ----------------------------------------------------------
+  void write_pointwise() {
+    std::vector<int64_t> all;
+    for (size_t i = 0; i < g_.shape.size(); ++i) all.push_back(static_cast<int64_t>(i));
+    for (Node* r : g_.roots) current_roots_.insert(r->id);
+    indent_ = 1;
+    scopes_.emplace_back();
+    std::vector<Expr> c = open_loops(g_.shape, all, "i", true, true);
+    scopes_.emplace_back();
+    for (Node* r : g_.roots) store(r, c, emit(r, c));
+    scopes_.pop_back();
+    close_loops();
+    scopes_.pop_back();
+  }
+
+  // ---- reductions ---------------------------------------------------------
+  void write_reduction() {
+    std::vector<int64_t> kept, reduced = g_.dims;
+    for (size_t i = 0; i < g_.shape.size(); ++i)
+      if (!std::count(reduced.begin(), reduced.end(), static_cast<int64_t>(i))) kept.push_back(i);
+    indent_ = 1;
+    scopes_.emplace_back();
+    // One outer (parallel) loop over rows.
+    std::vector<Expr> row(g_.shape.size(), Expr(0));
+    Expr rows(1);
+    for (int64_t d : kept) rows = rows * g_.shape[d];
+    Expr row_len(1);
+    for (int64_t d : reduced) row_len = row_len * g_.shape[d];
+    line("#pragma omp parallel for num_threads(on_threads) if((" + (rows * row_len).cpp() + ") > " +
+         std::to_string(kParallelThreshold) + ") schedule(static)");
+    line("for (int64_t ro = 0; ro < " + rows.cpp() + "; ++ro) {");
+    ++indent_;
+    line("int64_t rrest = ro; (void)rrest;");
+    for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
+      std::string var = "k" + std::to_string(*it);
+      line("const int64_t " + var + " = rrest % " + g_.shape[*it].cpp() + "; rrest /= " + g_.shape[*it].cpp() + ";");
+      row[*it] = Expr::symbol(var);
+    }
+    scopes_.emplace_back();
+    for (Node* r : g_.roots) current_roots_.insert(r->id);
+    size_t i = 0;
+    while (i < g_.roots.size()) {
+      Node* r = g_.roots[i];
+      if (r->kind == NodeKind::Reduce) {
+        // Adjacent independent reductions share one pass over the row.
+        std::vector<Node*> batch = {r};
+        while (i + batch.size() < g_.roots.size()) {
+          Node* next = g_.roots[i + batch.size()];
+          if (next->kind != NodeKind::Reduce || depends_on_any(next, batch)) break;
+          batch.push_back(next);
+        }
+        write_reduce_pass(batch, row, reduced);
+        i += batch.size();
+        continue;
+      }
+      if (r->shape == g_.shape) {
+        write_epilogue(r, row, reduced);
+      } else {
+        store(r, row_coords(r, row), emit(r, row_coords(r, row)));
+      }
+      ++i;
+    }
+    scopes_.pop_back();
+    --indent_;
+    line("}");
+    scopes_.pop_back();
+  }
+
+  std::vector<Expr> row_coords(Node* r, const std::vector<Expr>& row) {
+    if (r->shape.size() == g_.shape.size()) return row;  // kept shape (1s at reduced dims)
+    std::vector<Expr> c;
+    for (size_t i = 0; i < g_.shape.size(); ++i)
+      if (!std::count(g_.dims.begin(), g_.dims.end(), static_cast<int64_t>(i))) c.push_back(row[i]);
+    return c;
+  }
+
+  bool depends_on_any(Node* n, const std::vector<Node*>& set) {
+    std::vector<Node*> work = {n};
+    std::map<int, bool> seen;
+    while (!work.empty()) {
+      Node* x = work.back();
+      work.pop_back();
+      if (seen[x->id]) continue;
+      seen[x->id] = true;
+      if (x != n && std::find(set.begin(), set.end(), x) != set.end()) return true;
+      if (x != n && is_materialized(x) && !current_roots_.count(x->id)) continue;
+      for (Node* in : x->inputs) work.push_back(in);
+    }
+    return false;
+  }
+
+  void open_row_loops(const std::vector<Expr>& row, const std::vector<int64_t>& reduced, std::vector<Expr>& c,
+                      const std::string& pragma) {
+    c = row;
+    for (size_t j = 0; j < reduced.size(); ++j) {
+      int64_t d = reduced[j];
+      std::string var = "r" + std::to_string(d);
+      if (j + 1 == reduced.size() && !pragma.empty()) line(pragma);
+      line("for (int64_t " + var + " = 0; " + var + " < " + g_.shape[d].cpp() + "; ++" + var + ") {");
+      ++indent_;
+      c[d] = Expr::symbol(var);
+    }
+  }
+  void close_row_loops(const std::vector<int64_t>& reduced) {
+    for (size_t j = 0; j < reduced.size(); ++j) {
+      --indent_;
+      line("}");
+    }
+  }
+
+  void write_reduce_pass(const std::vector<Node*>& batch, const std::vector<Expr>& row,
+                         const std::vector<int64_t>& reduced) {
+    std::string sums;
+    for (Node* r : batch) {
+      std::string t = compute_ctype(r->compute);
+      std::string acc = "acc" + std::to_string(r->id);
+      std::string init;
+      if (r->op == "sum") init = "0";
+      else if (r->op == "prod") init = "1";
+      else if (r->op == "max") init = "std::numeric_limits<" + t + ">::lowest()";
+      else if (r->op == "min") init = "std::numeric_limits<" + t + ">::max()";
+      else if (r->op == "any") init = "false";
+      else if (r->op == "all") init = "true";
+      else throw CompileError("unknown reduction " + r->op);
+      if ((r->op == "max" || r->op == "min") && is_floating(r->compute))
+        init = std::string(r->op == "max" ? "-" : "") + "std::numeric_limits<" + t + ">::infinity()";
+      line(t + " " + acc + " = " + init + ";");
+      if (r->op == "sum" && is_floating(r->compute)) sums += (sums.empty() ? "" : ",") + acc;
+    }
+    std::vector<Expr> c;
+    open_row_loops(row, reduced, c, sums.empty() ? "" : "#pragma omp simd reduction(+:" + sums + ")");
+    scopes_.emplace_back();
+    for (Node* r : batch) {
+      std::string t = compute_ctype(r->compute);
+      std::string acc = "acc" + std::to_string(r->id);
+      std::string v = "static_cast<" + t + ">(" + emit(r->inputs[0], c) + ")";
+      if (r->op == "sum") line(acc + " += " + v + ";");
+      else if (r->op == "prod") line(acc + " *= " + v + ";");
+      else if (r->op == "max") line("{ const " + t + " x = " + v + "; if (x != x || x > " + acc + ") " + acc + " = x; }");
+      else if (r->op == "min") line("{ const " + t + " x = " + v + "; if (x != x || x < " + acc + ") " + acc + " = x; }");
+      else if (r->op == "any") line(acc + " = " + acc + " || " + v + ";");
+      else if (r->op == "all") line(acc + " = " + acc + " && " + v + ";");
+    }
+    scopes_.pop_back();
+    close_row_loops(reduced);
+    for (Node* r : batch) {
+      std::string acc = "acc" + std::to_string(r->id);
+      // NaN may be lost by the max/min "x > acc" test once acc is NaN: the
+      // x != x check above keeps the first NaN, which stays (NaN > x is false).
+      std::string value = "static_cast<" + value_type(r) + ">(" + acc + ")";
+      accumulators_[r->id] = value;
+      if (r->materialize) store(r, row, value);
+    }
+  }
+
+  void write_epilogue(Node* r, const std::vector<Expr>& row, const std::vector<int64_t>& reduced) {
+    std::vector<Expr> c;
+    open_row_loops(row, reduced, c, "#pragma omp simd");
+    scopes_.emplace_back();
+    store(r, c, emit(r, c));
+    scopes_.pop_back();
+    close_row_loops(reduced);
+  }
+
+  const KernelGroup& g_;
+  std::string name_;
+  std::vector<std::string> symbols_;
+  std::string body_;
+  int indent_ = 1;
+  int open_ = 0;
+  int counter_ = 0;
+  std::vector<std::map<std::string, std::string>> scopes_;
+  std::map<int, std::string> accumulators_;
+  std::set<int> current_roots_;
+  std::vector<Node*> reads_, outputs_;
+};
+
+}  // namespace
+
+GeneratedKernel generate_kernel(const KernelGroup& group, const std::string& name,
+                                const std::vector<std::string>& symbols) {
+  return KernelWriter(group, name, symbols).run();
+}
+
+}  // namespace openneuron::compiler

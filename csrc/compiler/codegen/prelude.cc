@@ -1,0 +1,86 @@
+#include "compiler/codegen/prelude.h"
+
+namespace openneuron::compiler {
+
+const char* const kKernelPrelude = R"PRELUDE(
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <algorithm>
+
+typedef _Float16 on_half;
+
+struct on_bfloat16 {
+  uint16_t bits;
+  on_bfloat16() = default;
+  on_bfloat16(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if (f != f) { bits = 0x7fc0; return; }
+    u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
+    bits = static_cast<uint16_t>(u >> 16);
+  }
+  operator float() const {
+    uint32_t u = static_cast<uint32_t>(bits) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+};
+
+static inline int64_t on_floordiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+static inline int64_t on_mod(int64_t a, int64_t b) { return a - on_floordiv(a, b) * b; }
+static inline int64_t on_max(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t on_min(int64_t a, int64_t b) { return a < b ? a : b; }
+
+template <typename T> static inline T on_abs(T a) { return a < T(0) ? -a : a; }
+static inline bool on_abs(bool a) { return a; }
+template <typename T> static inline T on_sign(T a) {
+  if (a != a) return a;
+  return static_cast<T>((a > T(0)) - (a < T(0)));
+}
+template <typename T> static inline T on_maximum(T a, T b) { return (a != a || a > b) ? a : b; }
+template <typename T> static inline T on_minimum(T a, T b) { return (a != a || a < b) ? a : b; }
+template <typename T> static inline T on_floor(T a) { return std::floor(a); }
+static inline int64_t on_floor(int64_t a) { return a; }
+template <typename T> static inline T on_ceil(T a) { return std::ceil(a); }
+static inline int64_t on_ceil(int64_t a) { return a; }
+template <typename T> static inline T on_trunc(T a) { return std::trunc(a); }
+static inline int64_t on_trunc(int64_t a) { return a; }
+template <typename T> static inline T on_round(T a) { return std::nearbyint(a); }
+static inline int64_t on_round(int64_t a) { return a; }
+template <typename T> static inline T on_pow(T a, T b) { return std::pow(a, b); }
+template <typename T> static inline T on_fmod(T a, T b) { return std::fmod(a, b); }
+static inline int64_t on_fmod(int64_t a, int64_t b) { return a % b; }
+template <typename T> static inline T on_remainder(T a, T b) {
+  T r = std::fmod(a, b);
+  return (r != T(0) && ((r < T(0)) != (b < T(0)))) ? r + b : r;
+}
+static inline int64_t on_remainder(int64_t a, int64_t b) { return on_mod(a, b); }
+template <typename T> static inline T on_div_trunc(T a, T b) { return std::trunc(a / b); }
+static inline int64_t on_div_trunc(int64_t a, int64_t b) { return a / b; }
+template <typename T> static inline T on_div_floor(T a, T b) {
+  if (b == T(0)) return a / b;
+  T m = std::fmod(a, b);
+  T d = (a - m) / b;
+  if (m != T(0) && ((b < T(0)) != (m < T(0)))) d -= T(1);
+  if (d == T(0)) return std::copysign(T(0), a / b);
+  T f = std::floor(d);
+  return (d - f > T(0.5)) ? f + T(1) : f;
+}
+static inline int64_t on_div_floor(int64_t a, int64_t b) { return on_floordiv(a, b); }
+static inline int64_t on_bitwise_not(int64_t a) { return ~a; }
+static inline bool on_bitwise_not(bool a) { return !a; }
+static inline int64_t on_bitwise_and(int64_t a, int64_t b) { return a & b; }
+static inline bool on_bitwise_and(bool a, bool b) { return a && b; }
+static inline int64_t on_bitwise_or(int64_t a, int64_t b) { return a | b; }
+static inline bool on_bitwise_or(bool a, bool b) { return a || b; }
+static inline int64_t on_bitwise_xor(int64_t a, int64_t b) { return a ^ b; }
+static inline bool on_bitwise_xor(bool a, bool b) { return a != b; }
+)PRELUDE";
+
+}  // namespace openneuron::compiler

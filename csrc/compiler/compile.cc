@@ -1,0 +1,206 @@
+#include "compiler/compile.h"
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include "compiler/cache/kernel_cache.h"
+#include "compiler/cache/sha256.h"
+#include "compiler/codegen/cpp_kernel.h"
+#include "compiler/codegen/prelude.h"
+#include "compiler/ir/errors.h"
+#include "compiler/lower/lower.h"
+#include "compiler/passes/passes.h"
+#include "compiler/passes/schedule.h"
+#include "compiler/toolchain.h"
+
+namespace openneuron::compiler {
+
+namespace {
+
+KernelCache& cache_for(const CacheOptions& options) {
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<KernelCache>> caches;
+  std::string key = options.directory + "|" + std::to_string(options.max_bytes) + "|" +
+                    std::to_string(options.enabled);
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& slot = caches[key];
+  if (!slot) slot = std::make_unique<KernelCache>(options);
+  return *slot;
+}
+
+Json exprs_python(const std::vector<Expr>& v) {
+  Json out = Json::array();
+  for (auto& e : v) out.push(Json::string(e.python()));
+  return out;
+}
+
+Json tensor_info(const Node* n) {
+  Json j = Json::object();
+  j.set("id", Json::integer(n->id));
+  j.set("dtype", Json::string(dtype_name(n->dtype)));
+  j.set("shape", exprs_python(n->shape));
+  return j;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+std::string compile_graph(const std::string& graph_json, const std::string& options_json) {
+  auto t0 = std::chrono::steady_clock::now();
+  Json options = options_json.empty() ? Json::object() : Json::parse(options_json);
+  bool debug = options.get("debug").is_bool() && options.get("debug").as_bool();
+  Json fx = Json::parse(graph_json);
+
+  LoweredGraph lowered = lower_fx_graph(fx);
+  Graph& g = lowered.graph;
+  Json plan = Json::object();
+  Json stats = Json::object();
+  stats.set("ir_nodes_lowered", Json::integer(static_cast<int64_t>(g.live_nodes().size())));
+  if (debug) plan.set("ir_before", Json::string(g.to_string()));
+
+  int dce = eliminate_dead_code(g);
+  int folded = fold_constants(g);
+  int views = simplify_views(g);
+  int cse = eliminate_common_subexpressions(g);
+  dce += eliminate_dead_code(g);
+  stats.set("dead_code_removed", Json::integer(dce));
+  stats.set("constants_folded", Json::integer(folded));
+  stats.set("views_simplified", Json::integer(views));
+  stats.set("common_subexpressions", Json::integer(cse));
+  Schedule s = schedule_graph(g);
+  if (debug) plan.set("ir_after", Json::string(g.to_string()));
+
+  // Symbols in a fixed order: every kernel receives all of them.
+  std::vector<std::string> symbols;
+  for (auto& sym : fx.at("symbols").items()) symbols.push_back(sym.as_string());
+
+  std::vector<GeneratedKernel> kernels;
+  std::string source = kKernelPrelude;
+  for (size_t i = 0; i < s.groups.size(); ++i) {
+    kernels.push_back(generate_kernel(s.groups[i], "on_kernel_" + std::to_string(i), symbols));
+    source += "\n" + kernels.back().source;
+  }
+  stats.set("kernels", Json::integer(static_cast<int64_t>(kernels.size())));
+  stats.set("buffers_reused", Json::integer(s.buffers_reused));
+  stats.set("lower_and_codegen_seconds", Json::number(seconds_since(t0)));
+  if (debug) plan.set("source", Json::string(source));
+
+  // The shared object, from the persistent cache.
+  auto t1 = std::chrono::steady_clock::now();
+  if (!kernels.empty()) {
+    const Toolchain& tc = toolchain();
+    CacheOptions co;
+    co.directory = options.get("cache_dir").is_string() ? options.at("cache_dir").as_string() : "/tmp/openneuron-kernels";
+    if (options.get("cache_max_bytes").is_int()) co.max_bytes = options.at("cache_max_bytes").as_int();
+    co.enabled = !options.get("cache_enabled").is_bool() || options.at("cache_enabled").as_bool();
+    CacheKey key;
+    key.parts = {{"ir", sha256_hex(source)},
+                 {"codegen", kCodegenVersion},
+                 {"compiler", tc.version},
+                 {"flags", tc.flags},
+                 {"cpu", tc.cpu_features}};
+    CacheResult r = cache_for(co).get_or_build(
+        key, [&](const std::string& tmp) { compile_shared_object(source, tmp); });
+    Json cache = Json::object();
+    cache.set("hit", Json::boolean(r.hit));
+    cache.set("miss_reason", Json::string(r.miss_reason));
+    cache.set("key", Json::string(key.digest()));
+    plan.set("cache", cache);
+    plan.set("library", Json::string(r.path));
+  }
+  stats.set("build_seconds", Json::number(seconds_since(t1)));
+
+  // Steps.
+  Json steps = Json::array();
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    const Step& st = s.steps[i];
+    Json j = Json::object();
+    if (st.kind == Step::Kind::Kernel) {
+      const GeneratedKernel& k = kernels[st.group];
+      j.set("kind", Json::string("kernel"));
+      j.set("name", Json::string(k.name));
+      Json bufs = Json::array();
+      for (Node* b : k.buffers) bufs.push(Json::integer(b->id));
+      j.set("buffers", bufs);
+      Json allocs = Json::array();
+      for (size_t o = k.buffers.size() - k.num_outputs; o < k.buffers.size(); ++o) {
+        Node* n = k.buffers[o];
+        Json a = tensor_info(n);
+        int reuse = s.reuse_of[n->id];
+        a.set("reuse", reuse >= 0 ? Json::integer(reuse) : Json());
+        allocs.push(a);
+      }
+      j.set("allocs", allocs);
+    } else if (st.kind == Step::Kind::Extern) {
+      j.set("kind", Json::string("extern"));
+      j.set("fx", Json::string(st.node->fx_name));
+      j.set("target", Json::string(st.node->op));
+      Json outs = Json::array();
+      for (Node* u : st.node->users) {
+        if (u->kind != NodeKind::ExternOutput || u->dead) continue;
+        Json o = tensor_info(u);
+        o.set("index", Json::integer(u->index));
+        o.set("stride", exprs_python(u->strides));
+        outs.push(o);
+      }
+      j.set("outputs", outs);
+    } else {
+      const Node* base;
+      std::vector<Expr> strides;
+      Expr offset;
+      strided_view(st.node, &base, &strides, &offset);
+      j.set("kind", Json::string("alias"));
+      j.set("id", Json::integer(st.node->id));
+      j.set("base", Json::integer(base->id));
+      j.set("shape", exprs_python(st.node->shape));
+      j.set("stride", exprs_python(strides));
+      j.set("offset", Json::string(offset.python()));
+    }
+    Json frees = Json::array();
+    for (int id : s.frees[i]) frees.push(Json::integer(id));
+    j.set("free", frees);
+    steps.push(j);
+  }
+  plan.set("steps", steps);
+
+  Json fx_values = Json::object();
+  for (auto& [name, node] : lowered.fx_values) fx_values.set(name, Json::integer(node->id));
+  plan.set("fx_values", fx_values);
+  Json inputs = Json::array();
+  for (Node* in : g.inputs) inputs.push(in && !in->dead ? Json::integer(in->id) : Json());
+  plan.set("inputs", inputs);
+  Json outputs = Json::array();
+  for (auto& o : g.outputs) {
+    Json j = Json::object();
+    switch (o.kind) {
+      case GraphOutput::Kind::Tensor: j.set("kind", Json::string("tensor")); j.set("id", Json::integer(o.node->id)); break;
+      case GraphOutput::Kind::SymInt: j.set("kind", Json::string("sym")); j.set("expr", Json::string(o.expr.python())); break;
+      case GraphOutput::Kind::Int: j.set("kind", Json::string("number")); j.set("value", Json::integer(static_cast<int64_t>(o.number))); break;
+      case GraphOutput::Kind::Float: j.set("kind", Json::string("number")); j.set("value", Json::number(o.number)); break;
+      case GraphOutput::Kind::None: j.set("kind", Json::string("none")); break;
+    }
+    outputs.push(j);
+  }
+  plan.set("outputs", outputs);
+  Json fallbacks = Json::array();
+  for (auto& f : lowered.fallbacks) {
+    Json j = Json::object();
+    j.set("op", Json::string(f.op));
+    j.set("reason", Json::string(f.reason));
+    fallbacks.push(j);
+  }
+  plan.set("fallbacks", fallbacks);
+  Json externs = Json::array();
+  for (auto& e : lowered.externs) externs.push(Json::string(e));
+  plan.set("externs", externs);
+  plan.set("stats", stats);
+  return plan.dump();
+}
+
+}  // namespace openneuron::compiler

@@ -1,0 +1,20 @@
+// The compiler's entry point: a serialized FX graph in, a plan out. The plan
+// (JSON) lists the steps the runtime performs: generated kernels (in one
+// shared object from the kernel cache), extern library calls, views, and
+// when each buffer is allocated, reused and freed.
+#pragma once
+
+#include <string>
+
+namespace openneuron::compiler {
+
+// Options (JSON): {"cache_dir": str, "cache_max_bytes": int,
+// "cache_enabled": bool, "debug": bool, "name": str}.
+// Throws UnsupportedError when the graph cannot be compiled at all, and
+// CompileError for broken input or toolchain failures.
+std::string compile_graph(const std::string& graph_json, const std::string& options_json);
+
+// Bumped whenever generated code changes meaning: part of every cache key.
+constexpr const char* kCodegenVersion = "1";
+
+}  // namespace openneuron::compiler

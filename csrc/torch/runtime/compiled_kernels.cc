@@ -1,0 +1,75 @@
+#include "torch/runtime/compiled_kernels.h"
+
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "hal/driver.h"
+#include "torch/runtime/device.h"
+#include "torch/runtime/streams.h"
+
+namespace openneuron::integration {
+
+namespace {
+
+struct Kernel {
+  hal::Executable* executable;
+  int entry;
+  c10::DeviceIndex device;
+  std::string name;
+};
+
+struct Registry {
+  std::mutex mutex;
+  std::map<std::pair<std::string, int64_t>, std::unique_ptr<hal::Executable>> libraries;
+  std::vector<Kernel> kernels;
+};
+
+Registry& registry() {
+  static auto* r = new Registry();  // leaked: kernels may run during exit
+  return *r;
+}
+
+}  // namespace
+
+int64_t compiled_kernel(const std::string& path, const std::string& entry, int64_t device) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto& lib = r.libraries[{path, device}];
+  if (!lib) lib = hal::driver().load_executable(static_cast<int>(device), path);
+  int index = lib->entry(entry);
+  for (size_t i = 0; i < r.kernels.size(); ++i)
+    if (r.kernels[i].executable == lib.get() && r.kernels[i].entry == index) return static_cast<int64_t>(i);
+  r.kernels.push_back({lib.get(), index, static_cast<c10::DeviceIndex>(device), entry});
+  return static_cast<int64_t>(r.kernels.size()) - 1;
+}
+
+void launch_compiled_kernel(int64_t kernel, const std::vector<at::Tensor>& buffers,
+                            const std::vector<int64_t>& symbols) {
+  Kernel k;
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    TORCH_CHECK(kernel >= 0 && kernel < static_cast<int64_t>(r.kernels.size()), "unknown compiled kernel ", kernel);
+    k = r.kernels[kernel];
+  }
+  void* pointers[64];
+  std::vector<void*> many;
+  void** ptrs = pointers;
+  if (buffers.size() > 64) {
+    many.resize(buffers.size());
+    ptrs = many.data();
+  }
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const at::Tensor& t = buffers[i];
+    TORCH_CHECK(t.device().type() == kNeuron && t.device().index() == k.device, "compiled kernel ", k.name,
+                ": buffer ", i, " is on ", t.device(), ", expected neuron:", int(k.device));
+    ptrs[i] = t.unsafeGetTensorImpl()->mutable_data();
+  }
+  k.executable->launch(current_queue(k.device), k.entry, ptrs, symbols.data(), at::get_num_threads());
+}
+
+}  // namespace openneuron::integration

@@ -1,0 +1,22 @@
+// Kernels made by the compiler, as the integration layer runs them: shared
+// objects loaded through the HAL (one Executable per library and device),
+// launched on the current stream with tensors' device pointers.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace openneuron::integration {
+
+// Returns a handle for entry point `entry` of the library at `path` on
+// `device`; loading happens once per (path, device).
+int64_t compiled_kernel(const std::string& path, const std::string& entry, int64_t device);
+// Runs a kernel: `buffers` in the kernel's argument order, `symbols` the
+// values of the graph's symbolic sizes.
+void launch_compiled_kernel(int64_t kernel, const std::vector<at::Tensor>& buffers,
+                            const std::vector<int64_t>& symbols);
+
+}  // namespace openneuron::integration

@@ -1,0 +1,141 @@
+"""torch.compile(backend="neuron"): Dynamo -> AOTAutograd (forward and
+backward, decomposed to core ATen) -> the OpenNeuron compiler (C++) -> a
+wrapper that runs generated kernels and extern library kernels on the
+current stream."""
+
+import itertools
+import json
+import logging
+import os
+import time
+import warnings
+
+import torch
+from torch._decomp import core_aten_decompositions, get_decompositions
+from torch._dynamo.backends.common import aot_autograd
+
+from .. import _C
+from . import _native, metrics
+from .config import settings
+from .serialize import graph_json
+from .wrapper import WrapperBuilder
+
+log = logging.getLogger("openneuron.compiler")
+aten = torch.ops.aten
+_graph_ids = itertools.count()
+
+
+class CompileFallbackWarning(UserWarning):
+    """Part of a compiled graph runs through eager kernels."""
+
+
+class StrictCompileError(RuntimeError):
+    """OPENNEURON_COMPILE_STRICT=1 and part of a graph could not be compiled."""
+
+
+def decompositions():
+    table = dict(core_aten_decompositions())
+    table.update(
+        get_decompositions(
+            [
+                aten.native_layer_norm, aten.native_layer_norm_backward, aten.gelu, aten.gelu_backward,
+                aten._softmax, aten._log_softmax, aten._softmax_backward_data,
+                aten._log_softmax_backward_data, aten.silu, aten.silu_backward, aten.sigmoid_backward,
+                aten.tanh_backward, aten.threshold_backward, aten.mse_loss, aten.mse_loss_backward,
+                aten.hardtanh, aten.leaky_relu, aten.addcmul, aten.addcdiv, aten.lerp, aten.rsub,
+                aten.native_group_norm, aten.native_batch_norm, aten._native_batch_norm_legit_functional,
+                aten._native_batch_norm_legit_no_training, aten.native_batch_norm_backward,
+                aten.logsumexp, aten.var_mean, aten.std, aten.linalg_vector_norm, aten.masked_fill,
+                aten.softplus, aten.mish, aten.native_dropout_backward, aten.elu, aten.hardswish,
+            ]
+        )
+    )
+    return table
+
+
+def _device_of(gm):
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor) and val.device.type == "neuron":
+            return torch.device("neuron", val.device.index or 0)
+    return torch.device("neuron", torch.neuron.current_device())
+
+
+def _dump(name, files):
+    root = settings().debug_dir
+    if not root:
+        return
+    folder = os.path.join(root, name)
+    os.makedirs(folder, exist_ok=True)
+    for file, text in files.items():
+        with open(os.path.join(folder, file), "w") as f:
+            f.write(text)
+
+
+def _fallback(gm, name, reason):
+    if settings().strict:
+        raise StrictCompileError(f"graph {name} cannot be compiled: {reason}")
+    warnings.warn(f"openneuron: graph {name} runs through eager kernels: {reason}", CompileFallbackWarning)
+    metrics.record_graph_fallback()
+    return torch._functorch.aot_autograd.make_boxed_func(gm.forward)
+
+
+def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "forward"):
+    """Compiles one AOT graph (forward or backward); returns a boxed callable."""
+    name = f"graph_{next(_graph_ids)}_{kind}"
+    s = settings()
+    t0 = time.perf_counter()
+    try:
+        graph = graph_json(gm)
+        plan = _native.compile_graph(
+            graph,
+            {"cache_dir": s.cache_dir, "cache_enabled": s.cache_enabled, "cache_max_bytes": s.cache_max_bytes,
+             "debug": bool(s.debug_dir), "name": name},
+        )
+    except _native.CompilerUnsupported as e:
+        return _fallback(gm, name, str(e))
+    plan["symbols"] = graph["symbols"]
+    if plan["fallbacks"]:
+        ops = "; ".join(f"{f['op']} ({f['reason']})" for f in plan["fallbacks"])
+        if s.strict:
+            raise StrictCompileError(f"graph {name}: ops not compiled: {ops}")
+        warnings.warn(f"openneuron: graph {name}: ops run through eager kernels: {ops}", CompileFallbackWarning)
+    device = _device_of(gm)
+    handles = {step["name"]: _C._compiled_kernel(plan["library"], step["name"], device.index or 0)
+               for step in plan["steps"] if step["kind"] == "kernel"}
+    try:
+        fn, source = WrapperBuilder(gm, plan, device, name).build(handles)
+    except _native.CompilerUnsupported as e:
+        return _fallback(gm, name, str(e))
+    elapsed = time.perf_counter() - t0
+    cache = plan.get("cache")
+    metrics.record_graph(plan, elapsed)
+    if cache and not cache["hit"]:
+        log.info("openneuron: kernel cache miss for %s: %s", name, cache["miss_reason"])
+    if s.debug_dir:
+        _dump(name, {"fx_graph.txt": gm.print_readable(print_output=False), "graph.json": json.dumps(graph, indent=1),
+                     "ir_before.txt": plan.get("ir_before", ""), "ir_after.txt": plan.get("ir_after", ""),
+                     "kernels.cpp": plan.get("source", ""), "wrapper.py": source,
+                     "plan.json": json.dumps({k: v for k, v in plan.items() if k not in ("source",)}, indent=1)})
+    return fn
+
+
+def _forward(gm, example_inputs):
+    return compile_fx_graph(gm, example_inputs, "forward")
+
+
+def _backward(gm, example_inputs):
+    return compile_fx_graph(gm, example_inputs, "backward")
+
+
+def _inference(gm, example_inputs):
+    return compile_fx_graph(gm, example_inputs, "inference")
+
+
+neuron_backend = aot_autograd(
+    fw_compiler=_forward,
+    bw_compiler=_backward,
+    inference_compiler=_inference,
+    decompositions=decompositions(),
+    keep_inference_input_mutations=True,
+)

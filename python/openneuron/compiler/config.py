@@ -1,0 +1,34 @@
+"""Settings of the neuron compiler, read from the environment once per call
+site so tests can change them (see the README's environment table)."""
+
+import os
+from dataclasses import dataclass
+
+
+def _flag(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    return value.strip().lower() not in ("0", "false", "no", "off")
+
+
+@dataclass(frozen=True)
+class CompileSettings:
+    cache_dir: str
+    cache_enabled: bool
+    cache_max_bytes: int
+    strict: bool
+    debug_dir: str
+
+
+def settings() -> CompileSettings:
+    default_dir = os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "openneuron", "kernels"
+    )
+    return CompileSettings(
+        cache_dir=os.environ.get("OPENNEURON_COMPILE_CACHE_DIR") or default_dir,
+        cache_enabled=_flag("OPENNEURON_COMPILE_CACHE", True),
+        cache_max_bytes=int(float(os.environ.get("OPENNEURON_COMPILE_CACHE_MAX_MB", "1024")) * (1 << 20)),
+        strict=_flag("OPENNEURON_COMPILE_STRICT", False),
+        debug_dir=os.environ.get("OPENNEURON_COMPILE_DEBUG", ""),
+    )

@@ -1,0 +1,50 @@
+"""Counters of the neuron compiler: graphs, kernels, kernel-cache hits and
+misses, compile time. Read with openneuron.compiler.metrics()."""
+
+import collections
+import threading
+
+_lock = threading.Lock()
+_counts = collections.Counter()
+_times = collections.Counter()
+_extern_ops = collections.Counter()
+_fallback_ops = collections.Counter()
+
+
+def record_graph(plan, seconds):
+    stats = plan.get("stats", {})
+    with _lock:
+        _counts["graphs"] += 1
+        _counts["kernels"] += stats.get("kernels", 0)
+        _counts["buffers_reused"] += stats.get("buffers_reused", 0)
+        cache = plan.get("cache")
+        if cache is not None:
+            _counts["cache_hits" if cache["hit"] else "cache_misses"] += 1
+        _times["compile_seconds"] += seconds
+        _times["build_seconds"] += stats.get("build_seconds", 0.0)
+        _extern_ops.update(plan.get("externs", []))
+        _fallback_ops.update(f["op"] for f in plan.get("fallbacks", []))
+
+
+def record_graph_fallback():
+    with _lock:
+        _counts["graphs_fallback"] += 1
+
+
+def snapshot():
+    with _lock:
+        out = {k: _counts.get(k, 0) for k in ("graphs", "graphs_fallback", "kernels", "cache_hits",
+                                               "cache_misses", "buffers_reused")}
+        out["compile_seconds"] = _times.get("compile_seconds", 0.0)
+        out["build_seconds"] = _times.get("build_seconds", 0.0)
+        out["extern_ops"] = dict(_extern_ops)
+        out["fallback_ops"] = dict(_fallback_ops)
+        return out
+
+
+def reset():
+    with _lock:
+        _counts.clear()
+        _times.clear()
+        _extern_ops.clear()
+        _fallback_ops.clear()

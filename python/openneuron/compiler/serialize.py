@@ -1,0 +1,136 @@
+"""FX graph (after AOTAutograd, core ATen) -> the JSON the C++ compiler reads.
+
+Tensors carry dtype, symbolic shape, strides and storage offset from their
+FakeTensor metadata; symbolic sizes are sympy expressions written in a small
+prefix form the compiler parses; every other argument is a JSON literal or a
+tagged object (dtype, device, enum)."""
+
+import operator
+
+import sympy
+import torch
+from torch.utils._sympy.functions import CleanDiv, FloorDiv, Max, Min, Mod, PythonMod
+
+from ._native import CompilerUnsupported
+
+
+def expr_json(e):
+    if isinstance(e, torch.SymInt):
+        e = e.node.expr
+    if isinstance(e, bool):
+        return int(e)
+    if isinstance(e, int):
+        return e
+    if isinstance(e, sympy.Integer):
+        return int(e)
+    if isinstance(e, sympy.Symbol):
+        return str(e)
+    if isinstance(e, sympy.Add):
+        return ["add", *map(expr_json, e.args)]
+    if isinstance(e, sympy.Mul):
+        return ["mul", *map(expr_json, e.args)]
+    if isinstance(e, (FloorDiv, CleanDiv)):
+        return ["floordiv", *map(expr_json, e.args)]
+    if isinstance(e, (Mod, PythonMod, sympy.Mod)):
+        return ["mod", *map(expr_json, e.args)]
+    if isinstance(e, (Max, sympy.Max)):
+        return ["max", *map(expr_json, e.args)]
+    if isinstance(e, (Min, sympy.Min)):
+        return ["min", *map(expr_json, e.args)]
+    if isinstance(e, sympy.Pow) and e.exp.is_Integer and int(e.exp) > 0:
+        return ["mul", *([expr_json(e.base)] * int(e.exp))]
+    raise CompilerUnsupported(f"symbolic size {e} ({type(e).__name__}) is not supported")
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).split(".")[-1]
+
+
+def target_name(target) -> str:
+    if isinstance(target, torch._ops.OpOverload):
+        return str(target)
+    if target is operator.getitem:
+        return "getitem"
+    return "py." + getattr(target, "__name__", type(target).__name__)
+
+
+def meta_json(val):
+    if isinstance(val, torch.Tensor):
+        if val.device.type != "neuron" or val.layout != torch.strided or val.is_quantized:
+            return {"t": "other"}
+        return {
+            "t": "tensor",
+            "dtype": dtype_name(val.dtype),
+            "shape": [expr_json(s) for s in val.shape],
+            "stride": [expr_json(s) for s in val.stride()],
+            "offset": expr_json(val.storage_offset()),
+        }
+    if isinstance(val, torch.SymInt):
+        return {"t": "sym", "expr": expr_json(val)}
+    if isinstance(val, (tuple, list)):
+        return {"t": "tuple", "items": [meta_json(v) for v in val]}
+    return {"t": "other"}
+
+
+def arg_json(a):
+    if isinstance(a, torch.fx.Node):
+        return {"ref": a.name}
+    if isinstance(a, (list, tuple)):
+        return [arg_json(x) for x in a]
+    if isinstance(a, dict):
+        return {"dict": {k: arg_json(v) for k, v in a.items()}}
+    if isinstance(a, (bool, int, str)) or a is None:
+        return a
+    if isinstance(a, float):
+        return a if a == a and abs(a) != float("inf") else a  # json writes NaN/Infinity
+    if isinstance(a, torch.dtype):
+        return {"dtype": dtype_name(a)}
+    if isinstance(a, torch.device):
+        return {"device": str(a)}
+    if isinstance(a, torch.SymInt):
+        return {"sym": expr_json(a)}
+    if isinstance(a, (torch.layout, torch.memory_format)):
+        return {"enum": str(a)}
+    return {"object": type(a).__name__}
+
+
+def free_symbols(gm: torch.fx.GraphModule):
+    symbols = set()
+
+    def visit(val):
+        if isinstance(val, torch.Tensor):
+            for s in list(val.shape) + list(val.stride()) + [val.storage_offset()]:
+                if isinstance(s, torch.SymInt):
+                    symbols.update(str(x) for x in s.node.expr.free_symbols)
+        elif isinstance(val, torch.SymInt):
+            symbols.update(str(x) for x in val.node.expr.free_symbols)
+        elif isinstance(val, (tuple, list)):
+            for v in val:
+                visit(v)
+
+    for node in gm.graph.nodes:
+        visit(node.meta.get("val"))
+    return sorted(symbols)
+
+
+def graph_json(gm: torch.fx.GraphModule) -> dict:
+    inputs, nodes, outputs = [], [], []
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            inputs.append({"name": node.name, "meta": meta_json(node.meta.get("val"))})
+        elif node.op == "call_function":
+            nodes.append(
+                {
+                    "name": node.name,
+                    "target": target_name(node.target),
+                    "args": arg_json(node.args),
+                    "kwargs": {k: arg_json(v) for k, v in node.kwargs.items()},
+                    "meta": meta_json(node.meta.get("val")),
+                }
+            )
+        elif node.op == "output":
+            outs = node.args[0]
+            outputs = [arg_json(o) for o in (outs if isinstance(outs, (tuple, list)) else [outs])]
+        else:
+            raise CompilerUnsupported(f"FX node kind {node.op} ({node.name}) is not supported")
+    return {"inputs": inputs, "nodes": nodes, "outputs": outputs, "symbols": free_symbols(gm)}

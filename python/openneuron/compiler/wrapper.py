@@ -1,0 +1,176 @@
+"""The compiled graph's host program: Python source generated from the
+compiler's plan (like Inductor's wrapper), then exec'd once. It binds the
+symbolic sizes, allocates and reuses buffers, launches generated kernels on
+the current stream, calls extern library kernels, makes views, and frees
+buffers after their last use."""
+
+import operator
+
+import torch
+
+from .. import _C
+from .serialize import expr_json
+
+
+def _py_expr(e) -> str:
+    """Python text of a symbolic expression in the compiler's prefix form."""
+    if isinstance(e, int):
+        return repr(e)
+    if isinstance(e, str):
+        return e
+    op, *args = e
+    parts = [_py_expr(a) for a in args]
+    if op == "add":
+        return "(" + " + ".join(parts) + ")"
+    if op == "mul":
+        return "(" + "*".join(parts) + ")"
+    if op == "floordiv":
+        return f"({parts[0]} // {parts[1]})"
+    if op == "mod":
+        return f"({parts[0]} % {parts[1]})"
+    return f"{op}({', '.join(parts)})"
+
+
+class WrapperBuilder:
+    def __init__(self, gm, plan, device, name):
+        self.gm = gm
+        self.plan = plan
+        self.device = device
+        self.name = name
+        self.lines = []
+        self.globals = {"torch": torch, "_launch": _C._launch_compiled_kernel, "_device": device,
+                        "_empty": torch.empty, "_as_strided": torch.as_strided}
+        self.nodes = {n.name: n for n in gm.graph.nodes}
+        self.fx_values = plan["fx_values"]  # FX name -> IR node id
+        self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+
+    def emit(self, line, indent=1):
+        self.lines.append("    " * indent + line)
+
+    def constant(self, value):
+        name = f"_c{len(self.globals)}"
+        self.globals[name] = value
+        return name
+
+    # ---- values -------------------------------------------------------------
+    def render_ref(self, node: torch.fx.Node) -> str:
+        if node.name in self.fx_values:
+            return f"b{self.fx_values[node.name]}"
+        val = node.meta.get("val")
+        if isinstance(val, torch.SymInt):
+            return _py_expr(expr_json(val))
+        if node.op == "placeholder":
+            return f"a{self.placeholders.index(node)}"
+        if node.target is operator.getitem:
+            return f"{self.render_ref(node.args[0])}[{node.args[1]!r}]"
+        return f"fx_{node.name}"
+
+    def render_arg(self, a) -> str:
+        if isinstance(a, torch.fx.Node):
+            return self.render_ref(a)
+        if isinstance(a, (list, tuple)):
+            inner = ", ".join(self.render_arg(x) for x in a)
+            return f"[{inner}]" if isinstance(a, list) else f"({inner}{',' if len(a) == 1 else ''})"
+        if isinstance(a, (bool, int, str)) or a is None:
+            return repr(a)
+        if isinstance(a, float):
+            return repr(a) if a == a and abs(a) != float("inf") else f"float({str(a)!r})"
+        if isinstance(a, torch.SymInt):
+            return _py_expr(expr_json(a))
+        return self.constant(a)
+
+    # ---- program ------------------------------------------------------------
+    def bind_inputs(self):
+        for i, node in enumerate(self.placeholders):
+            self.emit(f"a{i} = args[{i}]")
+        ids = self.plan["inputs"]
+        for i, node_id in enumerate(ids):
+            if node_id is not None:
+                self.emit(f"b{node_id} = a{i}")
+        # Symbolic sizes, from the first input that holds each one.
+        symbols = {}
+        for i, node in enumerate(self.placeholders):
+            val = node.meta.get("val")
+            if isinstance(val, torch.SymInt):
+                e = expr_json(val)
+                if isinstance(e, str):
+                    symbols.setdefault(e, f"a{i}")
+            elif isinstance(val, torch.Tensor):
+                for d, s in enumerate(val.shape):
+                    e = expr_json(s)
+                    if isinstance(e, str):
+                        symbols.setdefault(e, f"a{i}.size({d})")
+                for d, s in enumerate(val.stride()):
+                    e = expr_json(s)
+                    if isinstance(e, str):
+                        symbols.setdefault(e, f"a{i}.stride({d})")
+        self.symbols = list(self.plan.get("symbols", []))
+        for sym in self.symbols:
+            if sym not in symbols:
+                from ._native import CompilerUnsupported
+
+                raise CompilerUnsupported(f"symbol {sym} is not a size or stride of an input")
+            self.emit(f"{sym} = {symbols[sym]}")
+        self.emit(f"_syms = [{', '.join(self.symbols)}]")
+        self.emit("args.clear()")
+
+    def kernel_step(self, step, kernel_handles):
+        for a in step["allocs"]:
+            shape = "(" + "".join(f"{s}, " for s in a["shape"]) + ")"
+            if a["reuse"] is not None:
+                self.emit(f"b{a['id']} = b{a['reuse']}.view({shape}); del b{a['reuse']}")
+            else:
+                dtype = self.constant(getattr(torch, a["dtype"]))
+                self.emit(f"b{a['id']} = _empty({shape}, dtype={dtype}, device=_device)")
+        bufs = ", ".join(f"b{i}" for i in step["buffers"])
+        self.emit(f"_launch({kernel_handles[step['name']]}, [{bufs}], _syms)")
+
+    def extern_step(self, step):
+        node = self.nodes[step["fx"]]
+        target = self.constant(node.target)
+        args = ", ".join(self.render_arg(a) for a in node.args)
+        kwargs = "".join(f", {k}={self.render_arg(v)}" for k, v in node.kwargs.items())
+        if kwargs and not args:
+            kwargs = kwargs[2:]
+        self.emit(f"fx_{node.name} = {target}({args}{kwargs})")
+        for out in step["outputs"]:
+            index = "" if out["index"] < 0 else f"[{out['index']}]"
+            self.emit(f"b{out['id']} = fx_{node.name}{index}")
+
+    def alias_step(self, step):
+        shape = "(" + "".join(f"{s}, " for s in step["shape"]) + ")"
+        stride = "(" + "".join(f"{s}, " for s in step["stride"]) + ")"
+        self.emit(f"b{step['id']} = _as_strided(b{step['base']}, {shape}, {stride}, {step['offset']})")
+
+    def build(self, kernel_handles):
+        self.emit(f"def {self.name}(args):", indent=0)
+        self.bind_inputs()
+        reused = {a["reuse"] for s in self.plan["steps"] if s["kind"] == "kernel" for a in s["allocs"]}
+        for step in self.plan["steps"]:
+            kind = step["kind"]
+            if kind == "kernel":
+                self.kernel_step(step, kernel_handles)
+            elif kind == "extern":
+                self.extern_step(step)
+            else:
+                self.alias_step(step)
+            dead = [f"b{i}" for i in step["free"] if i not in reused]
+            if dead:
+                self.emit(f"del {', '.join(dead)}")
+        outs = []
+        for o in self.plan["outputs"]:
+            if o["kind"] == "tensor":
+                outs.append(f"b{o['id']}")
+            elif o["kind"] == "sym":
+                outs.append(o["expr"])
+            elif o["kind"] == "number":
+                outs.append(repr(o["value"]))
+            else:
+                outs.append("None")
+        self.emit(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
+        source = "\n".join(self.lines) + "\n"
+        scope = dict(self.globals)
+        exec(compile(source, f"<openneuron {self.name}>", "exec"), scope)
+        fn = scope[self.name]
+        fn._boxed_call = True
+        return fn, source
