@@ -1,0 +1,112 @@
+// The compiler without PyTorch: symbolic expressions, the JSON reader, and a
+// whole graph lowered, fused, generated, built and run on plain memory.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "compiler/compile.h"
+#include "compiler/ir/errors.h"
+#include "compiler/ir/expr.h"
+#include "compiler/ir/json.h"
+
+namespace openneuron::compiler {
+namespace {
+
+TEST(Expr, SimplifiesToCanonicalForm) {
+  Expr s0 = Expr::symbol("s0"), s1 = Expr::symbol("s1");
+  EXPECT_EQ((s0 * 2 + s0 * 3).key(), (Expr(5) * s0).key());
+  EXPECT_EQ(s1 * s0, s0 * s1);
+  EXPECT_EQ(s0 + 0, s0);
+  EXPECT_EQ(Expr::floordiv(s0 * s1 * 4, s1), s0 * 4);
+  EXPECT_EQ(Expr::floordiv(s0 * 6 + 4, 2), s0 * 3 + 2);
+  EXPECT_TRUE((s0 - s0).equals(0));
+  EXPECT_EQ(Expr::floordiv(Expr(-7), Expr(2)).value(), -4);
+  EXPECT_EQ(Expr::mod(Expr(-7), Expr(2)).value(), 1);
+  EXPECT_EQ((s0 * s1 + 3).evaluate({{"s0", 4}, {"s1", 5}}), 23);
+  EXPECT_EQ(Expr::from_json(Json::parse(R"(["add", ["mul", 2, "s0"], 1])")), s0 * 2 + 1);
+  EXPECT_THROW(Expr::from_json(Json::parse(R"(["sqrt", "s0"])")), UnsupportedError);
+}
+
+TEST(Json, RoundTripKeepsIntsAndFloatsApart) {
+  Json j = Json::parse(R"({"a": 1, "b": 1.0, "c": [true, null, "x\n"], "d": -Infinity, "e": NaN})");
+  EXPECT_TRUE(j.at("a").is_int());
+  EXPECT_FALSE(j.at("b").is_int());
+  EXPECT_TRUE(std::isinf(j.at("d").as_double()));
+  Json back = Json::parse(j.dump());
+  EXPECT_EQ(back.at("c")[2].as_string(), "x\n");
+  EXPECT_TRUE(back.at("b").is_number() && !back.at("b").is_int());
+  EXPECT_THROW(Json::parse("{\"a\": }"), CompileError);
+}
+
+// softmax(x * 2) over rows of a [s0, 5] input, written as AOTAutograd would.
+const char* kSoftmaxGraph = R"({
+ "symbols": ["s0"],
+ "inputs": [{"name": "x", "meta": {"t": "tensor", "dtype": "float32", "shape": ["s0", 5], "stride": [5, 1], "offset": 0}}],
+ "nodes": [
+  {"name": "m", "target": "aten.mul.Tensor", "args": [{"ref": "x"}, 2], "kwargs": {},
+   "meta": {"t": "tensor", "dtype": "float32", "shape": ["s0", 5], "stride": [5, 1], "offset": 0}},
+  {"name": "mx", "target": "aten.amax.default", "args": [{"ref": "m"}, [-1], true], "kwargs": {},
+   "meta": {"t": "tensor", "dtype": "float32", "shape": ["s0", 1], "stride": [1, 1], "offset": 0}},
+  {"name": "d", "target": "aten.sub.Tensor", "args": [{"ref": "m"}, {"ref": "mx"}], "kwargs": {},
+   "meta": {"t": "tensor", "dtype": "float32", "shape": ["s0", 5], "stride": [5, 1], "offset": 0}},
+  {"name": "e", "target": "aten.exp.default", "args": [{"ref": "d"}], "kwargs": {},
+   "meta": {"t": "tensor", "dtype": "float32", "shape": ["s0", 5], "stride": [5, 1], "offset": 0}},
+  {"name": "s", "target": "aten.sum.dim_IntList", "args": [{"ref": "e"}, [-1], true], "kwargs": {},
+   "meta": {"t": "tensor", "dtype": "float32", "shape": ["s0", 1], "stride": [1, 1], "offset": 0}},
+  {"name": "y", "target": "aten.div.Tensor", "args": [{"ref": "e"}, {"ref": "s"}], "kwargs": {},
+   "meta": {"t": "tensor", "dtype": "float32", "shape": ["s0", 5], "stride": [5, 1], "offset": 0}}
+ ],
+ "outputs": [{"ref": "y"}]
+})";
+
+TEST(Compile, SoftmaxFusesIntoOneKernelThatRunsForAnySize) {
+  std::string dir = ::testing::TempDir() + "/on_compiler_test_cache";
+  Json plan = Json::parse(compile_graph(kSoftmaxGraph, R"({"cache_dir": ")" + dir + R"("})"));
+  EXPECT_EQ(plan.at("stats").at("kernels").as_int(), 1);
+  const Json& step = plan.at("steps")[0];
+  ASSERT_EQ(step.at("kind").as_string(), "kernel");
+  void* lib = dlopen(plan.at("library").as_string().c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  using Fn = void (*)(void**, const int64_t*, int64_t);
+  auto fn = reinterpret_cast<Fn>(dlsym(lib, step.at("name").as_string().c_str()));
+  ASSERT_NE(fn, nullptr);
+  for (int64_t rows : {1, 3, 100}) {
+    std::vector<float> x(rows * 5), y(rows * 5);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i));
+    void* bufs[] = {x.data(), y.data()};
+    int64_t syms[] = {rows};
+    fn(bufs, syms, 2);
+    for (int64_t r = 0; r < rows; ++r) {
+      float mx = -INFINITY, sum = 0;
+      for (int c = 0; c < 5; ++c) mx = std::max(mx, 2 * x[r * 5 + c]);
+      for (int c = 0; c < 5; ++c) sum += std::exp(2 * x[r * 5 + c] - mx);
+      for (int c = 0; c < 5; ++c) EXPECT_NEAR(y[r * 5 + c], std::exp(2 * x[r * 5 + c] - mx) / sum, 1e-6);
+    }
+  }
+  dlclose(lib);
+  // The same graph again: a cache hit.
+  Json again = Json::parse(compile_graph(kSoftmaxGraph, R"({"cache_dir": ")" + dir + R"("})"));
+  EXPECT_TRUE(again.at("cache").at("hit").as_bool());
+}
+
+TEST(Compile, UnknownOpsBecomeExternSteps) {
+  const char* graph = R"({"symbols": [], "inputs": [
+    {"name": "a", "meta": {"t": "tensor", "dtype": "float32", "shape": [2, 3], "stride": [3, 1], "offset": 0}},
+    {"name": "b", "meta": {"t": "tensor", "dtype": "float32", "shape": [3, 4], "stride": [4, 1], "offset": 0}}],
+   "nodes": [{"name": "mm", "target": "aten.mm.default", "args": [{"ref": "a"}, {"ref": "b"}], "kwargs": {},
+              "meta": {"t": "tensor", "dtype": "float32", "shape": [2, 4], "stride": [4, 1], "offset": 0}},
+             {"name": "r", "target": "aten.relu.default", "args": [{"ref": "mm"}], "kwargs": {},
+              "meta": {"t": "tensor", "dtype": "float32", "shape": [2, 4], "stride": [4, 1], "offset": 0}}],
+   "outputs": [{"ref": "r"}]})";
+  Json plan = Json::parse(compile_graph(graph, R"({"cache_enabled": false})"));
+  ASSERT_EQ(plan.at("steps").size(), 2u);
+  EXPECT_EQ(plan.at("steps")[0].at("kind").as_string(), "extern");
+  EXPECT_EQ(plan.at("steps")[1].at("kind").as_string(), "kernel");
+  EXPECT_EQ(plan.at("fallbacks").size(), 0u);
+}
+
+}  // namespace
+}  // namespace openneuron::compiler

@@ -1,0 +1,214 @@
+"""torch.compile(backend="neuron"): registration, correctness against eager
+(forward and backward), dtypes, views, extern kernels inside graphs, dynamic
+shapes, the persistent kernel cache, the failure policy and debug dumps."""
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import openneuron.compiler as compiler
+
+DEV = "neuron"
+
+
+@pytest.fixture(autouse=True)
+def _fresh(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENNEURON_COMPILE_CACHE_DIR", str(tmp_path / "kernels"))
+    torch._dynamo.reset()
+    compiler.reset_metrics()
+    yield
+    torch._dynamo.reset()
+
+
+def compiled(fn, **kw):
+    return torch.compile(fn, backend="neuron", fullgraph=True, **kw)
+
+
+def check(fn, *args, atol=1e-5, rtol=1e-5, grad=False, **kw):
+    args_e = [a.detach().clone().requires_grad_(grad and a.is_floating_point()) for a in args]
+    args_c = [a.detach().clone().requires_grad_(grad and a.is_floating_point()) for a in args]
+    expected = fn(*args_e)
+    got = compiled(fn, **kw)(*args_c)
+    torch.testing.assert_close(got, expected, atol=atol, rtol=rtol)
+    if grad:
+        outs_e = expected if isinstance(expected, (tuple, list)) else [expected]
+        outs_c = got if isinstance(got, (tuple, list)) else [got]
+        sum(o.float().sum() * (i + 1) for i, o in enumerate(outs_e)).backward()
+        sum(o.float().sum() * (i + 1) for i, o in enumerate(outs_c)).backward()
+        for a_e, a_c in zip(args_e, args_c):
+            if a_e.requires_grad:
+                torch.testing.assert_close(a_c.grad, a_e.grad, atol=atol * 10, rtol=rtol * 10)
+    return got
+
+
+def test_backend_found_by_name_after_import_torch_alone(tmp_path):
+    code = (
+        "import torch\n"
+        "f = torch.compile(lambda x: (x * 2 + 1).relu(), backend='neuron')\n"
+        "x = torch.randn(8, device='neuron')\n"
+        "assert torch.equal(f(x), (x * 2 + 1).relu())\n"
+        "import openneuron.compiler as c; assert c.metrics()['kernels'] >= 1, c.metrics()\n"
+        "from torch._dynamo.device_interface import get_interface_for_device\n"
+        "assert get_interface_for_device('neuron').device_count() >= 1\n"
+    )
+    env = dict(os.environ, OPENNEURON_COMPILE_CACHE_DIR=str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_pointwise_chain_is_one_kernel():
+    x = torch.randn(64, 33, device=DEV)
+    check(lambda x: torch.sigmoid(x * 2 - 1).tanh() + x.abs().sqrt(), x)
+    m = compiler.metrics()
+    assert m["graphs"] == 1 and m["kernels"] == 1, m
+
+
+def test_gelu_layernorm_softmax_forward_backward():
+    x = torch.randn(16, 40, device=DEV)
+    w = torch.randn(40, device=DEV)
+    b = torch.randn(40, device=DEV)
+    check(lambda x, w, b: F.gelu(F.layer_norm(x, (40,), w, b)).softmax(-1), x, w, b, grad=True, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16, torch.float16, torch.int32, torch.int64, torch.bool])
+def test_dtypes_are_kept(dtype):
+    if dtype == torch.bool:
+        x = torch.rand(10, 7, device=DEV) > 0.5
+        y = torch.rand(10, 7, device=DEV) > 0.5
+        out = check(lambda x, y: (x & ~y) | (x ^ y), x, y)
+    elif dtype.is_floating_point:
+        x = torch.randn(10, 7, device=DEV, dtype=dtype)
+        tol = 1e-12 if dtype == torch.float64 else 1e-2
+        out = check(lambda x: (x * 3).exp().sum(-1) / x.abs().amax(), x, atol=tol, rtol=tol)
+    else:
+        x = torch.randint(-50, 50, (10, 7), device=DEV, dtype=dtype)
+        out = check(lambda x: (x * 3 - 7) // 4 + x % 5 + x.sum(0, keepdim=True), x, atol=0, rtol=0)
+    assert out.dtype == (dtype if dtype != torch.bool else torch.bool)
+
+
+def test_float64_is_not_narrowed():
+    x = torch.full((4,), 1.0, dtype=torch.float64, device=DEV)
+    out = compiled(lambda x: x + 1e-12)(x)
+    assert out.dtype == torch.float64 and bool((out - 1.0 > 0).all())
+
+
+def test_views_and_broadcasting():
+    x = torch.randn(6, 5, 4, device=DEV)
+    y = torch.randn(4, device=DEV)
+    check(lambda x, y: (x.transpose(0, 2) * 2)[1:, ::2] + y[:, None, None], x, y)
+    check(lambda x: x.permute(2, 0, 1).reshape(4, 30).sum(1) + x.view(-1)[:4], x)
+    check(lambda x: x[:, 2] - x.unsqueeze(0).expand(3, 6, 5, 4).mean(0)[:, 1], x)
+
+
+def test_reductions():
+    x = torch.randn(7, 9, 11, device=DEV)
+    check(lambda x: (x.sum(), x.mean((0, 2)), x.amax(1), x.amin(-1, keepdim=True), x.var(1), x.std(0)), x)
+    check(lambda x: (x.logsumexp(-1), F.log_softmax(x, 1), x.prod(2)), x, atol=1e-4, rtol=1e-4)
+
+
+def test_extern_kernels_inside_the_graph():
+    x = torch.randn(8, 16, device=DEV)
+    w = torch.randn(32, 16, device=DEV)
+    b = torch.randn(32, device=DEV)
+    check(lambda x, w, b: F.relu(F.linear(x, w, b)).softmax(-1) @ w, x, w, b, grad=True, atol=1e-4, rtol=1e-4)
+    m = compiler.metrics()
+    assert m["graphs"] == 2 and m["graphs_fallback"] == 0, m
+    assert any("mm" in op for op in m["extern_ops"]), m
+
+
+def test_dynamic_shapes_compile_once():
+    f = torch.compile(lambda x: (x * x).softmax(-1) + 1, backend="neuron", dynamic=True)
+    for n in (8, 17, 33, 64):
+        x = torch.randn(n, n + 3, device=DEV)
+        torch.testing.assert_close(f(x), (x * x).softmax(-1) + 1)
+    assert compiler.metrics()["graphs"] == 1, compiler.metrics()
+
+
+def test_automatic_dynamic_shapes():
+    f = torch.compile(lambda x: x.sin() * 2, backend="neuron")
+    for n in (5, 6, 7, 8, 9):
+        x = torch.randn(n, device=DEV)
+        torch.testing.assert_close(f(x), x.sin() * 2)
+    # Static for the first size, then one dynamic graph for all others.
+    assert compiler.metrics()["graphs"] == 2, compiler.metrics()
+
+
+def test_persistent_cache_is_hit_by_a_new_process(tmp_path):
+    code = (
+        "import torch, openneuron.compiler as c\n"
+        "f = torch.compile(lambda x: (x.cos() * 3).sum(-1), backend='neuron')\n"
+        "f(torch.randn(4, 5, device='neuron'))\n"
+        "m = c.metrics(); print(m['cache_hits'], m['cache_misses'])\n"
+    )
+    env = dict(os.environ, OPENNEURON_COMPILE_CACHE_DIR=str(tmp_path))
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+            for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-3000:]
+    assert runs[0].stdout.split() == ["0", "1"], runs[0].stdout
+    assert runs[1].stdout.split() == ["1", "0"], runs[1].stdout
+
+
+def test_corrupt_cache_entry_is_rebuilt(tmp_path, monkeypatch):
+    f = lambda x: (x + 1).exp()  # noqa: E731
+    x = torch.randn(5, device=DEV)
+    compiled(f)(x)
+    entries = [p for p in os.listdir(tmp_path / "kernels") if p.endswith(".so")]
+    assert len(entries) == 1
+    path = tmp_path / "kernels" / entries[0]
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    # A fresh compile of the same graph in this process: the library is
+    # cached by content, so use another process to load it again.
+    code = (
+        "import torch, openneuron.compiler as c\n"
+        "f = torch.compile(lambda x: (x + 1).exp(), backend='neuron')\n"
+        "x = torch.randn(5, device='neuron'); assert torch.allclose(f(x), (x + 1).exp())\n"
+        "print(c.metrics()['cache_misses'])\n"
+    )
+    env = dict(os.environ, OPENNEURON_COMPILE_CACHE_DIR=str(tmp_path / "kernels"))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ["1"]
+
+
+def test_unsupported_op_warns_and_strict_raises(monkeypatch):
+    x = torch.randn(4, 3, dtype=torch.complex64, device=DEV)
+    f = lambda x: x * 2 + 1  # noqa: E731
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        torch.testing.assert_close(compiled(f)(x), f(x))
+    msgs = [str(m.message) for m in w if issubclass(m.category, compiler.CompileFallbackWarning)]
+    assert msgs and "aten.mul" in msgs[0] and "complex" in msgs[0], msgs
+    torch._dynamo.reset()
+    monkeypatch.setenv("OPENNEURON_COMPILE_STRICT", "1")
+    with pytest.raises(Exception, match="complex"):
+        compiled(f)(x)
+
+
+def test_debug_dump(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENNEURON_COMPILE_DEBUG", str(tmp_path / "dump"))
+    compiled(lambda x: x.relu() * 2)(torch.randn(3, device=DEV))
+    [graph] = os.listdir(tmp_path / "dump")
+    files = set(os.listdir(tmp_path / "dump" / graph))
+    assert {"fx_graph.txt", "ir_before.txt", "ir_after.txt", "kernels.cpp", "wrapper.py", "plan.json"} <= files
+    assert "on_kernel_0" in (tmp_path / "dump" / graph / "kernels.cpp").read_text()
+    json.loads((tmp_path / "dump" / graph / "plan.json").read_text())
+
+
+def test_kernels_respect_stream_order():
+    s = torch.neuron.Stream()
+    x = torch.randn(1000, device=DEV)
+    f = compiled(lambda x: x * 2)
+    with torch.neuron.stream(s):
+        y = x + 1
+        z = f(y)
+    s.synchronize()
+    torch.testing.assert_close(z, (x + 1) * 2)
