@@ -6,6 +6,8 @@ TORCH_DEVICE_BACKEND_AUTOLOAD=0, `import openneuron` loads it.
 """
 _initializing = True  # read by the autoload entry point (see _openneuron_autoload)
 
+import sys  # noqa: E402
+
 import torch  # noqa: E402
 
 from . import _build_info, _shared_parameters  # noqa: E402

@@ -592,7 +592,6 @@ class Lowerer {
     e->fx_name = name;
     collect_refs(node.at("args"), e->inputs);
     collect_refs(node.at("kwargs"), e->inputs);
-    for (Node* in : e->inputs) in->materialize = true;
     out_.externs.push_back(target);
     return extern_outputs(e, node.at("meta"), -1);
   }

@@ -238,12 +238,13 @@ class Scheduler {
   void plan_memory() {
     std::map<int, int> last_use;
     auto read = [&](Node* n, int step) {
-      while (aliases_.count(n->id)) {
+      if (aliases_.count(n->id)) {
         last_use[n->id] = std::max(last_use[n->id], step);
-        const Node* base;
+        const Node* base = nullptr;
         std::vector<Expr> st;
         Expr off;
-        strided_view(n, &base, &st, &off);
+        if (!strided_view(n, &base, &st, &off))
+          throw CompileError("internal: alias node %" + std::to_string(n->id) + " is no strided view");
         n = const_cast<Node*>(base);
       }
       last_use[n->id] = std::max(last_use[n->id], step);

@@ -22,13 +22,16 @@ def register():
     if _registered:
         return
     _registered = True
-    from torch._dynamo.backends.registry import _BACKENDS, register_backend
+    from importlib.metadata import EntryPoint
+
+    from torch._dynamo.backends.registry import _BACKENDS, _COMPILER_FNS, register_backend
 
     from .device_interface import register_device_interface
 
     register_device_interface()
-    if "neuron" not in _BACKENDS or _BACKENDS["neuron"] is not neuron_backend:
-        _BACKENDS.pop("neuron", None)
+    # When Dynamo loads us through the entry point it registers the backend
+    # itself right after; registering here too would be a duplicate.
+    if "neuron" not in _COMPILER_FNS and not isinstance(_BACKENDS.get("neuron"), EntryPoint):
         register_backend(neuron_backend, name="neuron")
 
 

@@ -19,7 +19,9 @@ class CompilerError(RuntimeError):
 def _library():
     global _lib
     if _lib is None:
-        path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "libopenneuron_compiler.so")
+        from .. import _C  # the compiler library is installed beside it
+
+        path = os.path.join(os.path.dirname(_C.__file__), "libopenneuron_compiler.so")
         lib = ctypes.CDLL(path)
         lib.openneuron_compile.restype = ctypes.c_void_p
         lib.openneuron_compile.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
