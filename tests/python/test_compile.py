@@ -107,6 +107,44 @@ def test_views_and_broadcasting():
     check(lambda x: x[:, 2] - x.unsqueeze(0).expand(3, 6, 5, 4).mean(0)[:, 1], x)
 
 
+def test_views_with_storage_offsets_from_externs():
+    # split -> view -> transpose: the parts start at storage offsets.
+    qkv = torch.randn(2, 8, 3 * 12, device=DEV)
+
+    def f(t):
+        q, k, v = t.split(12, dim=2)
+        q, k, v = (u.view(2, 8, 3, 4).transpose(1, 2) for u in (q, k, v))
+        return (q @ k.transpose(-2, -1)).softmax(-1) @ v, k * 2, v.reshape(2, 3, 32) + 1
+
+    check(f, qkv, grad=True, atol=1e-5)
+
+
+def test_demo_model_trains_like_eager():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("train_gpt", os.path.join(os.path.dirname(__file__), "../../demo/train_gpt.py"))
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    cfg_cls = [v for k, v in vars(demo).items() if k.endswith("Config") and isinstance(v, type)][0]
+    cfg = cfg_cls(n_layer=2, n_embd=48, n_head=4, block_size=32)
+    losses = {}
+    for mode in ("eager", "compiled"):
+        torch.manual_seed(0)
+        model = demo.GPT(cfg).to(DEV)
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        step_model = torch.compile(model, backend="neuron") if mode == "compiled" else model
+        g = torch.Generator().manual_seed(1)
+        losses[mode] = []
+        for _ in range(8):
+            idx = torch.randint(0, cfg.vocab_size, (4, cfg.block_size), generator=g).to(DEV)
+            _, loss = step_model(idx, idx.roll(1, 1))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses[mode].append(loss.item())
+    assert max(abs(a - b) for a, b in zip(losses["eager"], losses["compiled"])) < 1e-4, losses
+
+
 def test_reductions():
     x = torch.randn(7, 9, 11, device=DEV)
     check(lambda x: (x.sum(), x.mean((0, 2)), x.amax(1), x.amin(-1, keepdim=True), x.var(1), x.std(0)), x)

@@ -75,10 +75,9 @@ class KernelWriter {
     if (n->kind == NodeKind::Input || n->kind == NodeKind::ExternOutput) return n->strides;
     return contiguous_strides(n->shape);
   }
-  static Expr layout_offset(const Node* n) {
-    if (n->kind == NodeKind::Input || n->kind == NodeKind::ExternOutput) return n->offset;
-    return Expr(0);
-  }
+  // Kernels receive each tensor's data pointer, which already includes its
+  // storage offset: loads are relative to it.
+  static Expr layout_offset(const Node*) { return Expr(0); }
 
   bool is_materialized(const Node* n) const {
     return n->kind == NodeKind::Input || n->kind == NodeKind::ExternOutput || n->materialize;
@@ -159,7 +158,7 @@ class KernelWriter {
       for (size_t i = 0; i < ic.size(); ++i) ic[i] = static_cast<int64_t>(i) == d ? v->view_args[1] : c[k++];
     } else if (v->op == "as_strided") {
       std::vector<Expr> strides(v->view_args.begin(), v->view_args.end() - 1);
-      return load(in, strides, v->view_args.back(), c);
+      return load(in, strides, v->view_args.back() - in->offset, c);
     } else if (v->op == "reshape") {
       ic = reshape_coords(in->shape, v->shape, c);
     } else {
@@ -181,7 +180,41 @@ class KernelWriter {
       for (size_t i = 0; i < in_shape.size(); ++i) if (!in_shape[i].equals(1)) ic[i] = kept[k++];
       return ic;
     }
-    // General: through the row-major flat index.
+    // General: match groups of dims whose sizes multiply to the same value
+    // (as PyTorch's view does), and go through a flat index only within a
+    // group, so a merge of outer dims costs no division in the inner loop.
+    std::vector<int> ai, bi;  // non-1 dim positions
+    for (size_t i = 0; i < in_shape.size(); ++i) if (!in_shape[i].equals(1)) ai.push_back(i);
+    for (size_t i = 0; i < out_shape.size(); ++i) if (!out_shape[i].equals(1)) bi.push_back(i);
+    size_t i = 0, j = 0;
+    while (i < ai.size() && j < bi.size()) {
+      std::vector<int> ga = {ai[i++]}, gb = {bi[j++]};
+      Expr pa = in_shape[ga[0]], pb = out_shape[gb[0]];
+      while (pa != pb) {
+        bool extend_out;
+        if (pa.is_const() && pb.is_const()) extend_out = pb.value() < pa.value();
+        else extend_out = (Expr::floordiv(pa, pb) * pb) == pa;
+        if (extend_out && j < bi.size()) { gb.push_back(bi[j]); pb = pb * out_shape[bi[j++]]; }
+        else if (i < ai.size()) { ga.push_back(ai[i]); pa = pa * in_shape[ai[i++]]; }
+        else if (j < bi.size()) { gb.push_back(bi[j]); pb = pb * out_shape[bi[j++]]; }
+        else return flat_reshape_coords(in_shape, out_shape, c);
+      }
+      Expr flat(0), stride(1);
+      for (auto it = gb.rbegin(); it != gb.rend(); ++it) { flat = flat + c[*it] * stride; stride = stride * out_shape[*it]; }
+      Expr inner(1);
+      for (auto it = ga.rbegin(); it != ga.rend(); ++it) {
+        Expr q = Expr::floordiv(flat, inner);
+        ic[*it] = it + 1 == ga.rend() ? q : Expr::mod(q, in_shape[*it]);
+        inner = inner * in_shape[*it];
+      }
+    }
+    if (i != ai.size() || j != bi.size()) return flat_reshape_coords(in_shape, out_shape, c);
+    return ic;
+  }
+
+  static std::vector<Expr> flat_reshape_coords(const std::vector<Expr>& in_shape, const std::vector<Expr>& out_shape,
+                                               const std::vector<Expr>& c) {
+    std::vector<Expr> ic(in_shape.size(), Expr(0));
     auto out_strides = contiguous_strides(out_shape);
     Expr flat(0);
     for (size_t i = 0; i < c.size(); ++i) flat = flat + c[i] * out_strides[i];

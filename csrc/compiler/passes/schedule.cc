@@ -33,6 +33,7 @@ bool is_contiguous(const std::vector<Expr>& shape, const std::vector<Expr>& stri
 }  // namespace
 
 bool strided_view(const Node* view, const Node** base_out, std::vector<Expr>* strides_out, Expr* offset_out) {
+  if (view->kind != NodeKind::View || view->materialize) return false;
   std::vector<const Node*> chain;
   const Node* base = view;
   while (base->kind == NodeKind::View && !base->materialize) {
@@ -116,6 +117,7 @@ class Scheduler {
       if (n->kind != NodeKind::Pointwise && n->kind != NodeKind::Reduce && n->kind != NodeKind::View &&
           n->kind != NodeKind::Constant)
         return;
+      if (n->materialize || aliases_.count(n->id)) return;
       const Node* base;
       std::vector<Expr> strides;
       Expr offset;
