@@ -132,6 +132,7 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
       for (size_t o = k.buffers.size() - k.num_outputs; o < k.buffers.size(); ++o) {
         Node* n = k.buffers[o];
         Json a = tensor_info(n);
+        a.set("stride", exprs_python(n->buffer_strides()));
         int reuse = s.reuse_of[n->id];
         a.set("reuse", reuse >= 0 ? Json::integer(reuse) : Json());
         allocs.push(a);

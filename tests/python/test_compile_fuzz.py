@@ -167,7 +167,7 @@ class Value:
         # The floor covers an eager error that is small by luck: a few of the
         # dtype's rtol per inexact op, relative to the value's magnitude, or
         # (for cancellations) to the square root of the magnitudes behind it.
-        floor = 2 * self.base * (1 + self.lossy) * max(1.0, self.mag, math.sqrt(self.scale))
+        floor = self.base * (1 + self.lossy) * max(1.0, self.mag, math.sqrt(self.scale))
         return max(4 * self.err, floor)
 
     def rtol(self) -> float:

@@ -71,10 +71,7 @@ class KernelWriter {
       reads_.push_back(n);
   }
 
-  static std::vector<Expr> layout_strides(const Node* n) {
-    if (n->kind == NodeKind::Input || n->kind == NodeKind::ExternOutput) return n->strides;
-    return contiguous_strides(n->shape);
-  }
+  static std::vector<Expr> layout_strides(const Node* n) { return n->buffer_strides(); }
   // Kernels receive each tensor's data pointer, which already includes its
   // storage offset: loads are relative to it.
   static Expr layout_offset(const Node*) { return Expr(0); }
@@ -228,7 +225,7 @@ class KernelWriter {
 
   void store(Node* root, const std::vector<Expr>& c, const std::string& value) {
     if (std::find(outputs_.begin(), outputs_.end(), root) == outputs_.end()) outputs_.push_back(root);
-    auto strides = contiguous_strides(root->shape);
+    auto strides = root->buffer_strides();
     Expr idx(0);
     for (size_t i = 0; i < c.size(); ++i) idx = idx + c[i] * strides[i];
     std::string st = storage_ctype(root->dtype);

@@ -34,6 +34,9 @@ struct Node {
   // are contiguous.
   std::vector<Expr> strides;
   Expr offset;
+  // The strides PyTorch gives this value (FakeTensor metadata): a graph
+  // output is laid out like this, since AOTAutograd relies on it.
+  std::vector<Expr> meta_strides;
 
   // Attributes.
   double scalar = 0;           // Constant value; also a pointwise op's parameter
@@ -53,6 +56,16 @@ struct Node {
   bool dead = false;
 
   Expr numel() const { return product(shape); }
+  // The layout of this node's buffer, when it has one.
+  std::vector<Expr> buffer_strides() const {
+    if (kind == NodeKind::Input || kind == NodeKind::ExternOutput) return strides;
+    if (graph_output && meta_strides.size() == shape.size()) {
+      bool dense = true;
+      for (auto& s : meta_strides) dense &= !s.equals(0);
+      if (dense) return meta_strides;
+    }
+    return contiguous_strides(shape);
+  }
   int rank() const { return static_cast<int>(shape.size()); }
   bool is_compute() const {
     return kind == NodeKind::Pointwise || kind == NodeKind::Reduce || kind == NodeKind::Constant ||

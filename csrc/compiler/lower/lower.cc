@@ -150,6 +150,11 @@ class Lowerer {
       if (is_generated_family(target)) out_.fallbacks.push_back({target, e.what()});
       v = make_extern(node, target);
     }
+    if (v.tensor && v.tensor->kind != NodeKind::Input && v.tensor->kind != NodeKind::ExternOutput &&
+        node.at("meta").get("t").is_string() && node.at("meta").at("t").as_string() == "tensor") {
+      TensorMeta m = tensor_meta(node.at("meta"));
+      if (m.shape == v.tensor->shape) v.tensor->meta_strides = m.strides;
+    }
     values_[name] = v;
   }
 

@@ -47,7 +47,7 @@ bool strided_view(const Node* view, const Node** base_out, std::vector<Expr>* st
     strides = base->strides;
     offset = base->offset;
   } else {
-    strides = contiguous_strides(shape);
+    strides = base->buffer_strides();
   }
   for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
     const Node* v = *it;

@@ -39,7 +39,7 @@ class WrapperBuilder:
         self.name = name
         self.lines = []
         self.globals = {"torch": torch, "_launch": _C._launch_compiled_kernel, "_device": device,
-                        "_empty": torch.empty, "_as_strided": torch.as_strided}
+                        "_empty_strided": torch.empty_strided, "_as_strided": torch.as_strided}
         self.nodes = {n.name: n for n in gm.graph.nodes}
         self.fx_values = plan["fx_values"]  # FX name -> IR node id
         self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -121,7 +121,8 @@ class WrapperBuilder:
                 self.emit(f"b{a['id']} = b{a['reuse']}.view({shape}); del b{a['reuse']}")
             else:
                 dtype = self.constant(getattr(torch, a["dtype"]))
-                self.emit(f"b{a['id']} = _empty({shape}, dtype={dtype}, device=_device)")
+                stride = "(" + "".join(f"{s}, " for s in a["stride"]) + ")"
+                self.emit(f"b{a['id']} = _empty_strided({shape}, {stride}, dtype={dtype}, device=_device)")
         bufs = ", ".join(f"b{i}" for i in step["buffers"])
         self.emit(f"_launch({kernel_handles[step['name']]}, [{bufs}], _syms)")
 
