@@ -130,7 +130,7 @@ class KernelWriter {
       args.push_back("static_cast<" + t + ">(" + v + ")");
     }
     while (args.size() < 3) args.push_back("");
-    std::string r = pointwise_cpp(n->op, ct, args[0], args[1], args[2], "");
+    std::string r = pointwise_cpp(n->op, ct, args[0], args[1], args[2]);
     std::string vt = value_type(n);
     if (n->op == "identity" && (n->dtype == DType::Float16 || n->dtype == DType::BFloat16))
       return "static_cast<float>(static_cast<" + std::string(storage_ctype(n->dtype)) + ">(" + r + "))";
@@ -166,18 +166,8 @@ class KernelWriter {
 
   static std::vector<Expr> reshape_coords(const std::vector<Expr>& in_shape, const std::vector<Expr>& out_shape,
                                           const std::vector<Expr>& c) {
-    std::vector<Expr> a, b;
-    for (auto& s : in_shape) if (!s.equals(1)) a.push_back(s);
-    for (auto& s : out_shape) if (!s.equals(1)) b.push_back(s);
     std::vector<Expr> ic(in_shape.size(), Expr(0));
-    if (a == b) {  // only size-1 dims added or removed
-      std::vector<Expr> kept;
-      for (size_t i = 0; i < out_shape.size(); ++i) if (!out_shape[i].equals(1)) kept.push_back(c[i]);
-      size_t k = 0;
-      for (size_t i = 0; i < in_shape.size(); ++i) if (!in_shape[i].equals(1)) ic[i] = kept[k++];
-      return ic;
-    }
-    // General: match groups of dims whose sizes multiply to the same value
+    // Match groups of dims whose sizes multiply to the same value
     // (as PyTorch's view does), and go through a flat index only within a
     // group, so a merge of outer dims costs no division in the inner loop.
     std::vector<int> ai, bi;  // non-1 dim positions
@@ -232,41 +222,48 @@ class KernelWriter {
     line(buffer_name(root) + "[" + idx.cpp() + "] = static_cast<" + st + ">(" + value + ");");
   }
 
-  // Loop over `dims` of `shape`: the last is the inner (vectorised) loop,
-  // the others are flattened into one parallel outer loop when `parallel`.
-  // Returns the coordinate variable of every dim in `dims`.
-  std::vector<Expr> open_loops(const std::vector<Expr>& shape, const std::vector<int64_t>& dims,
-                               const std::string& prefix, bool parallel, bool simd_inner) {
+  // An OpenMP parallel loop, threaded only when `work` elements justify it.
+  void parallel_pragma(const Expr& work) {
+    line("#pragma omp parallel for num_threads(on_threads) if((" + work.cpp() + ") > " +
+         std::to_string(kParallelThreshold) + ") schedule(static)");
+  }
+
+  // Inside a loop over the flattened `dims`, with flat index `flat`: one
+  // coordinate variable per dim (prefix + dim), written into `coord`.
+  void decompose(const std::string& flat, const std::string& prefix, const std::vector<int64_t>& dims,
+                 std::vector<Expr>& coord) {
+    line("int64_t " + prefix + "rest = " + flat + "; (void)" + prefix + "rest;");
+    for (auto it = dims.rbegin(); it != dims.rend(); ++it) {
+      std::string var = prefix + std::to_string(*it);
+      const std::string size = g_.shape[*it].cpp();
+      line("const int64_t " + var + " = " + prefix + "rest % " + size + "; " + prefix + "rest /= " + size + ";");
+      coord[*it] = Expr::symbol(var);
+    }
+  }
+
+  // The loop nest of a pointwise kernel: all dims but the last flattened
+  // into one parallel outer loop, the last one the inner, vectorised loop.
+  // Returns the coordinate variable of every dim.
+  std::vector<Expr> open_loops() {
+    const std::vector<Expr>& shape = g_.shape;
     std::vector<Expr> coord(shape.size(), Expr(0));
-    if (dims.empty()) return coord;
-    std::vector<int64_t> outer(dims.begin(), dims.end() - 1);
-    int64_t inner = dims.back();
+    if (shape.empty()) return coord;
+    std::vector<int64_t> outer;
+    for (size_t d = 0; d + 1 < shape.size(); ++d) outer.push_back(static_cast<int64_t>(d));
+    int64_t inner = static_cast<int64_t>(shape.size()) - 1;
     if (!outer.empty()) {
       Expr count(1);
       for (int64_t d : outer) count = count * shape[d];
-      std::string o = prefix + "o";
-      if (parallel) {
-        line("#pragma omp parallel for num_threads(on_threads) if((" + (count * shape[inner]).cpp() +
-             ") > " + std::to_string(kParallelThreshold) + ") schedule(static)");
-      }
-      line("for (int64_t " + o + " = 0; " + o + " < " + count.cpp() + "; ++" + o + ") {");
+      parallel_pragma(count * shape[inner]);
+      line("for (int64_t io = 0; io < " + count.cpp() + "; ++io) {");
       ++indent_;
-      line("int64_t " + prefix + "rest = " + o + "; (void)" + prefix + "rest;");
-      for (auto it = outer.rbegin(); it != outer.rend(); ++it) {
-        std::string var = prefix + std::to_string(*it);
-        line("const int64_t " + var + " = " + prefix + "rest % " + shape[*it].cpp() + "; " + prefix + "rest /= " +
-             shape[*it].cpp() + ";");
-        coord[*it] = Expr::symbol(var);
-      }
       ++open_;
-    } else if (parallel) {
-      line("#pragma omp parallel for num_threads(on_threads) if((" + shape[inner].cpp() + ") > " +
-           std::to_string(kParallelThreshold) + ") schedule(static)");
-    } else if (simd_inner) {
+      decompose("io", "i", outer, coord);
       line("#pragma omp simd");
+    } else {
+      parallel_pragma(shape[inner]);
     }
-    if (!outer.empty() && simd_inner) line("#pragma omp simd");
-    std::string var = prefix + std::to_string(inner);
+    std::string var = "i" + std::to_string(inner);
     line("for (int64_t " + var + " = 0; " + var + " < " + shape[inner].cpp() + "; ++" + var + ") {");
     ++indent_;
     ++open_;
@@ -284,12 +281,10 @@ class KernelWriter {
 
   // ---- pointwise ----------------------------------------------------------
   void write_pointwise() {
-    std::vector<int64_t> all;
-    for (size_t i = 0; i < g_.shape.size(); ++i) all.push_back(static_cast<int64_t>(i));
     for (Node* r : g_.roots) current_roots_.insert(r->id);
     indent_ = 1;
     scopes_.emplace_back();
-    std::vector<Expr> c = open_loops(g_.shape, all, "i", true, true);
+    std::vector<Expr> c = open_loops();
     scopes_.emplace_back();
     for (Node* r : g_.roots) store(r, c, emit(r, c));
     scopes_.pop_back();
@@ -310,16 +305,10 @@ class KernelWriter {
     for (int64_t d : kept) rows = rows * g_.shape[d];
     Expr row_len(1);
     for (int64_t d : reduced) row_len = row_len * g_.shape[d];
-    line("#pragma omp parallel for num_threads(on_threads) if((" + (rows * row_len).cpp() + ") > " +
-         std::to_string(kParallelThreshold) + ") schedule(static)");
+    parallel_pragma(rows * row_len);
     line("for (int64_t ro = 0; ro < " + rows.cpp() + "; ++ro) {");
     ++indent_;
-    line("int64_t rrest = ro; (void)rrest;");
-    for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
-      std::string var = "k" + std::to_string(*it);
-      line("const int64_t " + var + " = rrest % " + g_.shape[*it].cpp() + "; rrest /= " + g_.shape[*it].cpp() + ";");
-      row[*it] = Expr::symbol(var);
-    }
+    decompose("ro", "k", kept, row);
     scopes_.emplace_back();
     for (Node* r : g_.roots) current_roots_.insert(r->id);
     size_t i = 0;

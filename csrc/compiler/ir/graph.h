@@ -87,12 +87,9 @@ class Graph {
   std::vector<Node*> live_nodes() const;
   std::vector<Node*> inputs;
   std::vector<GraphOutput> outputs;
-  // Symbols and where their values come from: "input <i> size <d>", or a
-  // SymInt graph input.
-  std::vector<std::string> symbols;
 
   void compute_users();
-  // Text form, for debug dumps and as the content of cache keys.
+  // Text form, for debug dumps.
   std::string to_string() const;
 
  private:

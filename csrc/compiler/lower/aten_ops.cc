@@ -59,13 +59,13 @@ std::string base_name(const std::string& aten_op) {
   return second == std::string::npos ? aten_op : aten_op.substr(0, second);
 }
 
-std::string fill(std::string pattern, const std::string& ct, const std::string& a,
-                 const std::string& b, const std::string& c, const std::string& p) {
+std::string fill(const std::string& pattern, const std::string& ct, const std::string& a,
+                 const std::string& b, const std::string& c) {
   std::string out;
   for (size_t i = 0; i < pattern.size(); ++i) {
     if (pattern[i] == '$' && i + 1 < pattern.size()) {
       char k = pattern[++i];
-      out += k == 'a' ? a : k == 'b' ? b : k == 'c' ? c : k == 'p' ? p : k == 't' ? ct : "$";
+      out += k == 'a' ? a : k == 'b' ? b : k == 'c' ? c : k == 't' ? ct : "$";
     } else {
       out += pattern[i];
     }
@@ -92,7 +92,7 @@ bool is_generated_family(const std::string& aten_op) {
 }
 
 std::string pointwise_cpp(const std::string& op, const std::string& ct, const std::string& a,
-                          const std::string& b, const std::string& c, const std::string& p) {
+                          const std::string& b, const std::string& c) {
   static const std::map<std::string, std::string> patterns = {
       {"identity", "$a"},
       {"abs", "on_abs($a)"},
@@ -160,7 +160,7 @@ std::string pointwise_cpp(const std::string& op, const std::string& ct, const st
   };
   auto it = patterns.find(op);
   if (it == patterns.end()) throw CompileError("no code pattern for pointwise op " + op);
-  return fill(it->second, ct, a, b, c, p);
+  return fill(it->second, ct, a, b, c);
 }
 
 }  // namespace openneuron::compiler

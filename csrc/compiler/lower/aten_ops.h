@@ -16,9 +16,9 @@ struct PointwiseLowering {
 // Returns nullptr when `aten_op` (e.g. "aten.add.Tensor") is not pointwise.
 const PointwiseLowering* find_pointwise(const std::string& aten_op);
 // A C++ expression for an IR pointwise op over operands a, b, c already in
-// the compute type `ct`; `p` is the op's scalar parameter, if any.
+// the compute type `ct`.
 std::string pointwise_cpp(const std::string& ir_op, const std::string& ct, const std::string& a,
-                          const std::string& b, const std::string& c, const std::string& p);
+                          const std::string& b, const std::string& c);
 // True for ops the compiler means to generate (pointwise, reductions, views):
 // when one of them is not lowered, the user is warned.
 bool is_generated_family(const std::string& aten_op);

@@ -178,7 +178,7 @@ class Lowerer {
     if (base == "aten.clamp") return tensor(lower_clamp(node));
     if (base == "aten._to_copy" || base == "prims.convert_element_type" || base == "aten.clone" ||
         base == "aten.lift_fresh_copy")
-      return tensor(lower_copy(node, target));
+      return tensor(lower_copy(node));
     if (base == "aten.full" || base == "aten.scalar_tensor") return tensor(lower_full(node));
     if (base == "aten.sum" || base == "aten.amax" || base == "aten.amin" || base == "aten.prod" ||
         base == "aten.mean" || base == "aten.any" || base == "aten.all")
@@ -347,7 +347,7 @@ class Lowerer {
     return cur == x ? cast(x, m.dtype) : cur;
   }
 
-  Node* lower_copy(const Json& node, const std::string& target) {
+  Node* lower_copy(const Json& node) {
     TensorMeta m = tensor_meta(node.at("meta"));
     Node* x = tensor_arg(node.at("args")[0]);
     if (!x) throw UnsupportedError("copy of a non-tensor");
@@ -360,7 +360,6 @@ class Lowerer {
     if (!device.is_null() && device.get("device").is_string() &&
         device.at("device").as_string().rfind("neuron", 0) != 0)
       throw UnsupportedError("copy to another device");
-    (void)target;
     Node* n = new_node(NodeKind::Pointwise, "identity", m);
     n->inputs = {x};
     n->compute = compute_dtype(m.dtype);
@@ -405,11 +404,7 @@ class Lowerer {
     r->dtype = out_dtype;
     r->compute = compute;
     r->shape = kept;
-    if (keepdim) return r;
-    std::vector<Expr> squeezed;
-    for (int i = 0; i < x->rank(); ++i)
-      if (!std::binary_search(dims.begin(), dims.end(), i)) squeezed.push_back(x->shape[i]);
-    return view(r, "reshape", squeezed);
+    return keepdim ? r : squeeze_reduced(r, x, dims);
   }
 
   Node* view(Node* in, const std::string& op, const std::vector<Expr>& shape) {
@@ -531,12 +526,9 @@ class Lowerer {
       std::vector<int64_t> perm;
       for (int i = 0; i < rank; ++i) perm.push_back(i);
       if (base == "aten.permute") perm = int_list(node.at("args")[1]);
-      else if (rank == 2 || base == "aten.t") { if (rank == 2) std::swap(perm[0], perm[1]); }
-      if (base == "aten.transpose") {
-        perm.assign(rank, 0);
-        for (int i = 0; i < rank; ++i) perm[i] = i;
+      else if (base == "aten.transpose")
         std::swap(perm[norm(const_int(node.at("args")[1]))], perm[norm(const_int(node.at("args")[2]))]);
-      }
+      else if (rank == 2) std::swap(perm[0], perm[1]);
       for (auto& p : perm) p = norm(p);
       Node* v = view(x, "permute", m.shape);
       v->dims = perm;

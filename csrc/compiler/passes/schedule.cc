@@ -237,19 +237,23 @@ class Scheduler {
 
   // Buffers die after their last reader; a kernel output takes over the
   // buffer of a dead one with the same dtype and element count.
+  // The node whose buffer an alias (or any other node) reads.
+  Node* buffer_of(Node* n) {
+    if (!aliases_.count(n->id)) return n;
+    const Node* base = nullptr;
+    std::vector<Expr> strides;
+    Expr offset;
+    if (!strided_view(n, &base, &strides, &offset))
+      throw CompileError("internal: alias node %" + std::to_string(n->id) + " is no strided view");
+    return const_cast<Node*>(base);
+  }
+
   void plan_memory() {
     std::map<int, int> last_use;
     auto read = [&](Node* n, int step) {
-      if (aliases_.count(n->id)) {
-        last_use[n->id] = std::max(last_use[n->id], step);
-        const Node* base = nullptr;
-        std::vector<Expr> st;
-        Expr off;
-        if (!strided_view(n, &base, &st, &off))
-          throw CompileError("internal: alias node %" + std::to_string(n->id) + " is no strided view");
-        n = const_cast<Node*>(base);
-      }
       last_use[n->id] = std::max(last_use[n->id], step);
+      Node* base = buffer_of(n);
+      last_use[base->id] = std::max(last_use[base->id], step);
     };
     // Buffers an extern reads may live on in its results (views), so their
     // memory is never handed to another buffer.
@@ -259,12 +263,8 @@ class Scheduler {
       if (st.kind == Step::Kind::Extern) {
         for (Node* in : st.node->inputs) {
           read(in, static_cast<int>(i));
-          const Node* base = in;
-          std::vector<Expr> strides;
-          Expr off;
-          if (aliases_.count(in->id)) strided_view(in, &base, &strides, &off);
           extern_read.insert(in->id);
-          extern_read.insert(base->id);
+          extern_read.insert(buffer_of(in)->id);
         }
       } else if (st.kind == Step::Kind::Alias) {
         read(st.node, static_cast<int>(i));
@@ -274,15 +274,11 @@ class Scheduler {
       }
     }
     std::set<int> pinned;  // never freed or reused: outputs and inputs
-    for (auto& o : g_.outputs)
-      if (o.node) {
-        Node* n = o.node;
-        pinned.insert(n->id);
-        const Node* base;
-        std::vector<Expr> st;
-        Expr off;
-        if (aliases_.count(n->id) && strided_view(n, &base, &st, &off)) pinned.insert(base->id);
-      }
+    for (auto& o : g_.outputs) {
+      if (!o.node) continue;
+      pinned.insert(o.node->id);
+      pinned.insert(buffer_of(o.node)->id);
+    }
     s_.frees.assign(s_.steps.size(), {});
     s_.reuse_of.assign(g_.nodes().size(), -1);
     std::map<std::string, std::vector<int>> free_pool;  // dtype|numel -> dead kernel buffers

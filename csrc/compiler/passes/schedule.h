@@ -28,12 +28,6 @@ struct Step {
   Node* node = nullptr;  // Extern: the extern node; Alias: the view node
 };
 
-struct BufferPlan {
-  Node* node = nullptr;
-  int reuses = -1;        // node id whose dead buffer this one takes over
-  std::vector<int> free_after;  // unused
-};
-
 struct Schedule {
   std::vector<KernelGroup> groups;
   std::vector<Step> steps;

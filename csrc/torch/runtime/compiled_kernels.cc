@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,7 +26,7 @@ struct Kernel {
 struct Registry {
   std::mutex mutex;
   std::map<std::pair<std::string, int64_t>, std::unique_ptr<hal::Executable>> libraries;
-  std::vector<Kernel> kernels;
+  std::deque<Kernel> kernels;  // a deque: launches keep pointers into it
 };
 
 Registry& registry() {
@@ -49,13 +50,14 @@ int64_t compiled_kernel(const std::string& path, const std::string& entry, int64
 
 void launch_compiled_kernel(int64_t kernel, const std::vector<at::Tensor>& buffers,
                             const std::vector<int64_t>& symbols) {
-  Kernel k;
+  const Kernel* entry;
   {
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mutex);
     TORCH_CHECK(kernel >= 0 && kernel < static_cast<int64_t>(r.kernels.size()), "unknown compiled kernel ", kernel);
-    k = r.kernels[kernel];
+    entry = &r.kernels[kernel];
   }
+  const Kernel& k = *entry;
   void* pointers[64];
   std::vector<void*> many;
   void** ptrs = pointers;

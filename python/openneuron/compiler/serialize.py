@@ -79,10 +79,8 @@ def arg_json(a):
         return [arg_json(x) for x in a]
     if isinstance(a, dict):
         return {"dict": {k: arg_json(v) for k, v in a.items()}}
-    if isinstance(a, (bool, int, str)) or a is None:
-        return a
-    if isinstance(a, float):
-        return a if a == a and abs(a) != float("inf") else a  # json writes NaN/Infinity
+    if isinstance(a, (bool, int, float, str)) or a is None:
+        return a  # json writes NaN and Infinity, which the compiler reads
     if isinstance(a, torch.dtype):
         return {"dtype": dtype_name(a)}
     if isinstance(a, torch.device):

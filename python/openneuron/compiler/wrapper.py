@@ -9,6 +9,7 @@ import operator
 import torch
 
 from .. import _C
+from ._native import CompilerUnsupported
 from .serialize import expr_json
 
 
@@ -107,8 +108,6 @@ class WrapperBuilder:
         self.symbols = list(self.plan.get("symbols", []))
         for sym in self.symbols:
             if sym not in symbols:
-                from ._native import CompilerUnsupported
-
                 raise CompilerUnsupported(f"symbol {sym} is not a size or stride of an input")
             self.emit(f"{sym} = {symbols[sym]}")
         self.emit(f"_syms = [{', '.join(self.symbols)}]")
