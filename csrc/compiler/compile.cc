@@ -142,6 +142,9 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
       j.set("kind", Json::string("extern"));
       j.set("fx", Json::string(st.node->fx_name));
       j.set("target", Json::string(st.node->op));
+      Json args = Json::object();  // FX name -> IR node holding its tensor
+      for (auto& [name, index] : st.node->arg_names) args.set(name, Json::integer(st.node->inputs[index]->id));
+      j.set("args", args);
       Json outs = Json::array();
       for (Node* u : st.node->users) {
         if (u->kind != NodeKind::ExternOutput || u->dead) continue;
@@ -170,9 +173,6 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
   }
   plan.set("steps", steps);
 
-  Json fx_values = Json::object();
-  for (auto& [name, node] : lowered.fx_values) fx_values.set(name, Json::integer(node->id));
-  plan.set("fx_values", fx_values);
   Json inputs = Json::array();
   for (Node* in : g.inputs) inputs.push(in && !in->dead ? Json::integer(in->id) : Json());
   plan.set("inputs", inputs);

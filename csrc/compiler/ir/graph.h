@@ -47,6 +47,9 @@ struct Node {
   std::vector<Expr> view_args; // View slice: {dim, start, step}; select: {dim, index}
   int index = -1;              // Input: position; ExternOutput: item
   std::string fx_name;         // the FX node this came from (externs, debugging)
+  // Extern: the FX names its arguments refer to, each with the position of
+  // its tensor in `inputs` (passes rewrite inputs, so names follow them).
+  std::vector<std::pair<std::string, int>> arg_names;
 
   // Filled by analysis.
   std::vector<Node*> users;

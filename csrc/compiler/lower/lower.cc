@@ -65,7 +65,6 @@ class Lowerer {
       n->materialize = true;
       g_.inputs.push_back(n);
       v.tensor = n;
-      out_.fx_values.emplace_back(name, n);
     } else if (t == "sym") {
       v.sym = Expr::from_json(meta.at("expr"));
       g_.inputs.push_back(nullptr);
@@ -566,19 +565,20 @@ class Lowerer {
   }
 
   // ---- externs ----------------------------------------------------------------
-  void collect_refs(const Json& a, std::vector<Node*>& out) {
+  void collect_refs(const Json& a, Node* e) {
     if (a.is_array()) {
-      for (auto& x : a.items()) collect_refs(x, out);
+      for (auto& x : a.items()) collect_refs(x, e);
     } else if (a.is_object()) {
       if (a.has("ref")) {
         const std::string& name = a.at("ref").as_string();
         const Value& v = value(name);
         if (v.is_tuple) throw CompileError("extern argument is a tuple value");
         if (!v.tensor) return;
-        if (std::find(out.begin(), out.end(), v.tensor) == out.end()) out.push_back(v.tensor);
-        out_.fx_values.emplace_back(name, v.tensor);
+        auto it = std::find(e->inputs.begin(), e->inputs.end(), v.tensor);
+        if (it == e->inputs.end()) it = e->inputs.insert(e->inputs.end(), v.tensor);
+        e->arg_names.emplace_back(name, static_cast<int>(it - e->inputs.begin()));
       } else {
-        for (auto& [k, x] : a.members()) collect_refs(x, out);
+        for (auto& [k, x] : a.members()) collect_refs(x, e);
       }
     }
   }
@@ -587,8 +587,8 @@ class Lowerer {
     const std::string& name = node.at("name").as_string();
     Node* e = g_.add(NodeKind::Extern, target);
     e->fx_name = name;
-    collect_refs(node.at("args"), e->inputs);
-    collect_refs(node.at("kwargs"), e->inputs);
+    collect_refs(node.at("args"), e);
+    collect_refs(node.at("kwargs"), e);
     out_.externs.push_back(target);
     return extern_outputs(e, node.at("meta"), -1);
   }

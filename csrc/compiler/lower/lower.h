@@ -18,8 +18,6 @@ struct LoweringNote {
 
 struct LoweredGraph {
   Graph graph;
-  // FX node name -> IR node, for tensors the runtime must hand to externs.
-  std::vector<std::pair<std::string, Node*>> fx_values;
   // Ops meant to be generated that fell back to eager kernels (warned).
   std::vector<LoweringNote> fallbacks;
   // Ops run as library kernels by design (matmul, convolution, ...).

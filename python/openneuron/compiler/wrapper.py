@@ -42,7 +42,7 @@ class WrapperBuilder:
         self.globals = {"torch": torch, "_launch": _C._launch_compiled_kernel, "_device": device,
                         "_empty_strided": torch.empty_strided, "_as_strided": torch.as_strided}
         self.nodes = {n.name: n for n in gm.graph.nodes}
-        self.fx_values = plan["fx_values"]  # FX name -> IR node id
+        self.extern_args = {}  # of the extern being written: FX name -> IR node id
         self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
 
     def emit(self, line, indent=1):
@@ -55,8 +55,8 @@ class WrapperBuilder:
 
     # ---- values -------------------------------------------------------------
     def render_ref(self, node: torch.fx.Node) -> str:
-        if node.name in self.fx_values:
-            return f"b{self.fx_values[node.name]}"
+        if node.name in self.extern_args:
+            return f"b{self.extern_args[node.name]}"
         val = node.meta.get("val")
         if isinstance(val, torch.SymInt):
             return _py_expr(expr_json(val))
@@ -127,6 +127,7 @@ class WrapperBuilder:
 
     def extern_step(self, step):
         node = self.nodes[step["fx"]]
+        self.extern_args = step["args"]
         target = self.constant(node.target)
         args = ", ".join(self.render_arg(a) for a in node.args)
         kwargs = "".join(f", {k}={self.render_arg(v)}" for k, v in node.kwargs.items())
