@@ -49,6 +49,38 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Lowering, passes, fusion and code generation of one graph.
+struct Build {
+  Build(const Json& fx, const std::set<int>& isolate, const std::vector<std::string>& symbols)
+      : lowered(lower_fx_graph(fx)) {
+    Graph& g = lowered.graph;
+    stats = Json::object();
+    stats.set("ir_nodes_lowered", Json::integer(static_cast<int64_t>(g.live_nodes().size())));
+    ir_before = g.to_string();
+    int dce = eliminate_dead_code(g);
+    int folded = fold_constants(g);
+    int views = simplify_views(g);
+    int cse = eliminate_common_subexpressions(g);
+    dce += eliminate_dead_code(g);
+    stats.set("dead_code_removed", Json::integer(dce));
+    stats.set("constants_folded", Json::integer(folded));
+    stats.set("views_simplified", Json::integer(views));
+    stats.set("common_subexpressions", Json::integer(cse));
+    schedule = schedule_graph(g, isolate);
+    source = kKernelPrelude;
+    for (size_t i = 0; i < schedule.groups.size(); ++i) {
+      kernels.push_back(generate_kernel(schedule.groups[i], "on_kernel_" + std::to_string(i), symbols));
+      source += "\n" + kernels.back().source;
+    }
+  }
+  LoweredGraph lowered;
+  Schedule schedule;
+  std::vector<GeneratedKernel> kernels;
+  std::string source;
+  std::string ir_before;
+  Json stats;
+};
+
 }  // namespace
 
 std::string compile_graph(const std::string& graph_json, const std::string& options_json) {
@@ -57,35 +89,30 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
   bool debug = options.get("debug").is_bool() && options.get("debug").as_bool();
   Json fx = Json::parse(graph_json);
 
-  LoweredGraph lowered = lower_fx_graph(fx);
-  Graph& g = lowered.graph;
-  Json plan = Json::object();
-  Json stats = Json::object();
-  stats.set("ir_nodes_lowered", Json::integer(static_cast<int64_t>(g.live_nodes().size())));
-  if (debug) plan.set("ir_before", Json::string(g.to_string()));
-
-  int dce = eliminate_dead_code(g);
-  int folded = fold_constants(g);
-  int views = simplify_views(g);
-  int cse = eliminate_common_subexpressions(g);
-  dce += eliminate_dead_code(g);
-  stats.set("dead_code_removed", Json::integer(dce));
-  stats.set("constants_folded", Json::integer(folded));
-  stats.set("views_simplified", Json::integer(views));
-  stats.set("common_subexpressions", Json::integer(cse));
-  Schedule s = schedule_graph(g);
-  if (debug) plan.set("ir_after", Json::string(g.to_string()));
-
   // Symbols in a fixed order: every kernel receives all of them.
   std::vector<std::string> symbols;
   for (auto& sym : fx.at("symbols").items()) symbols.push_back(sym.as_string());
 
-  std::vector<GeneratedKernel> kernels;
-  std::string source = kKernelPrelude;
-  for (size_t i = 0; i < s.groups.size(); ++i) {
-    kernels.push_back(generate_kernel(s.groups[i], "on_kernel_" + std::to_string(i), symbols));
-    source += "\n" + kernels.back().source;
+  // Lowering and passes are deterministic and cheap, so a fusion conflict
+  // found by code generation restarts them with that root isolated.
+  std::set<int> isolate;
+  std::unique_ptr<Build> built;
+  while (!built) {
+    try {
+      built = std::make_unique<Build>(fx, isolate, symbols);
+    } catch (const FusionConflict& c) {
+      if (!isolate.insert(c.root).second) throw CompileError(std::string("internal: ") + c.what());
+    }
   }
+  LoweredGraph& lowered = built->lowered;
+  Schedule& s = built->schedule;
+  std::vector<GeneratedKernel>& kernels = built->kernels;
+  const std::string& source = built->source;
+  Json plan = Json::object();
+  Json stats = built->stats;
+  if (debug) plan.set("ir_before", Json::string(built->ir_before));
+  if (debug) plan.set("ir_after", Json::string(lowered.graph.to_string()));
+  Graph& g = lowered.graph;
   stats.set("kernels", Json::integer(static_cast<int64_t>(kernels.size())));
   stats.set("buffers_reused", Json::integer(s.buffers_reused));
   stats.set("lower_and_codegen_seconds", Json::number(seconds_since(t0)));

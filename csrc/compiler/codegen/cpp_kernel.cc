@@ -105,7 +105,10 @@ class KernelWriter {
   }
 
   std::string compute(Node* n, const std::vector<Expr>& c) {
-    if (n->kind == NodeKind::Reduce && accumulators_.count(n->id)) return accumulators_[n->id];
+    if (n->kind == NodeKind::Reduce && accumulators_.count(n->id)) {
+      if (join_keys(c) != row_key_) throw FusionConflict(current_root_);
+      return accumulators_[n->id];
+    }
     if (is_materialized(n) && !(current_roots_.count(n->id))) {
       return load(n, layout_strides(n), layout_offset(n), c);
     }
@@ -311,9 +314,11 @@ class KernelWriter {
     decompose("ro", "k", kept, row);
     scopes_.emplace_back();
     for (Node* r : g_.roots) current_roots_.insert(r->id);
+    row_key_ = join_keys(row);
     size_t i = 0;
     while (i < g_.roots.size()) {
       Node* r = g_.roots[i];
+      current_root_ = r->id;
       if (r->kind == NodeKind::Reduce) {
         // Adjacent independent reductions share one pass over the row.
         std::vector<Node*> batch = {r};
@@ -404,6 +409,7 @@ class KernelWriter {
     open_row_loops(row, reduced, c, sums.empty() ? "" : "#pragma omp simd reduction(+:" + sums + ")");
     scopes_.emplace_back();
     for (Node* r : batch) {
+      current_root_ = r->id;
       std::string t = compute_ctype(r->compute);
       std::string acc = "acc" + std::to_string(r->id);
       std::string v = "static_cast<" + t + ">(" + emit(r->inputs[0], c) + ")";
@@ -443,7 +449,9 @@ class KernelWriter {
   int open_ = 0;
   int counter_ = 0;
   std::vector<std::map<std::string, std::string>> scopes_;
-  std::map<int, std::string> accumulators_;
+  std::map<int, std::string> accumulators_;  // reductions of the current row
+  std::string row_key_;   // the coordinates of the current row
+  int current_root_ = -1;
   std::set<int> current_roots_;
   std::vector<Node*> reads_, outputs_;
 };

@@ -4,6 +4,7 @@
 // SIMD. Sizes are symbolic kernel arguments, so one kernel serves all sizes.
 #pragma once
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,15 @@ struct GeneratedKernel {
   std::string source;          // the function (without the prelude)
   std::vector<Node*> buffers;  // argument order: buffers read, then written
   int num_outputs = 0;
+};
+
+// Thrown when a root of a reduction group reads one of the group's
+// reductions at another row than the one being computed (a view moved the
+// index): the scheduler must put that root in a kernel of its own.
+struct FusionConflict : std::runtime_error {
+  explicit FusionConflict(int root_id)
+      : std::runtime_error("fusion conflict at node %" + std::to_string(root_id)), root(root_id) {}
+  int root;
 };
 
 // Kernel signature: void name(void** buffers, const int64_t* symbols,

@@ -102,7 +102,7 @@ namespace {
 
 class Scheduler {
  public:
-  explicit Scheduler(Graph& g) : g_(g) {}
+  Scheduler(Graph& g, const std::set<int>& isolate) : g_(g), isolate_(isolate) {}
 
   Schedule run() {
     choose_materialization();
@@ -207,7 +207,7 @@ class Scheduler {
     Cone c = cone(n);
     cones_[n->id] = c;
     KernelGroup* last = s_.groups.empty() ? nullptr : &s_.groups.back();
-    if (!last || !fits(*last, n, c)) {
+    if (!last || isolate_.count(n->id) || !fits(*last, n, c)) {
       for (Node* r : c.reduces) {
         r->materialize = true;
         producer_[r->id] = s_.groups[r->group].position;
@@ -308,6 +308,7 @@ class Scheduler {
   }
 
   Graph& g_;
+  const std::set<int>& isolate_;
   Schedule s_;
   std::set<int> aliases_;
   std::map<int, int> producer_;  // node id -> step that makes its buffer
@@ -316,9 +317,9 @@ class Scheduler {
 
 }  // namespace
 
-Schedule schedule_graph(Graph& g) {
+Schedule schedule_graph(Graph& g, const std::set<int>& isolate) {
   g.compute_users();
-  return Scheduler(g).run();
+  return Scheduler(g, isolate).run();
 }
 
 }  // namespace openneuron::compiler

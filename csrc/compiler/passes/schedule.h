@@ -3,6 +3,7 @@
 // run, and which buffers can reuse the memory of dead ones.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,7 +42,8 @@ struct Schedule {
 // Decides materialization, fuses compute nodes into kernel groups and orders
 // the steps. Views of materialized tensors that externs or outputs need
 // become Alias steps (as_strided views, no copy) when expressible.
-Schedule schedule_graph(Graph& g);
+// Roots in `isolate` start a kernel of their own (see FusionConflict).
+Schedule schedule_graph(Graph& g, const std::set<int>& isolate = {});
 
 // Strides of a view chain over a materialized base, when the view is
 // expressible as a strided view of it; false otherwise.
