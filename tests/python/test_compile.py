@@ -22,6 +22,7 @@ def _fresh(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENNEURON_COMPILE_CACHE_DIR", str(tmp_path / "kernels"))
     torch._dynamo.reset()
     compiler.reset_metrics()
+    torch.manual_seed(0)
     yield
     torch._dynamo.reset()
 
@@ -84,7 +85,8 @@ def test_dtypes_are_kept(dtype):
         out = check(lambda x, y: (x & ~y) | (x ^ y), x, y)
     elif dtype.is_floating_point:
         x = torch.randn(10, 7, device=DEV, dtype=dtype)
-        tol = 1e-12 if dtype == torch.float64 else 1e-2
+        # Eager rounds every op to 16 bits; fused kernels keep float32 inside.
+        tol = 1e-12 if dtype == torch.float64 else 3e-2
         out = check(lambda x: (x * 3).exp().sum(-1) / x.abs().amax(), x, atol=tol, rtol=tol)
     else:
         x = torch.randint(-50, 50, (10, 7), device=DEV, dtype=dtype)
@@ -145,6 +147,12 @@ def test_demo_model_trains_like_eager():
     assert max(abs(a - b) for a, b in zip(losses["eager"], losses["compiled"])) < 1e-4, losses
 
 
+def test_reduction_broadcast_along_another_dim():
+    # sum over rows, broadcast back along columns: not the row being reduced.
+    x = torch.randn(8, 8, device=DEV)
+    check(lambda x: (x.sum(1) / (x.sin().abs() + 1), x.sum(1, keepdim=True).t() * x), x)
+
+
 def test_reductions():
     x = torch.randn(7, 9, 11, device=DEV)
     check(lambda x: (x.sum(), x.mean((0, 2)), x.amax(1), x.amin(-1, keepdim=True), x.var(1), x.std(0)), x)
@@ -203,7 +211,10 @@ def test_corrupt_cache_entry_is_rebuilt(tmp_path, monkeypatch):
     path = tmp_path / "kernels" / entries[0]
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0xFF
-    path.write_bytes(bytes(data))
+    # Replace the file rather than write into it: this process has it mapped.
+    tmp = path.with_suffix(".corrupt")
+    tmp.write_bytes(bytes(data))
+    os.replace(tmp, path)
     # A fresh compile of the same graph in this process: the library is
     # cached by content, so use another process to load it again.
     code = (

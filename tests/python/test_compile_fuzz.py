@@ -881,7 +881,6 @@ def _backend_available():
     return True
 
 
-@pytest.mark.xfail(reason="issue 5 open: the fuzzer still finds compiler mismatches (e.g. OPENNEURON_FUZZ_SEED=30); fix and remove", strict=False)
 @pytest.mark.timeout(int(2 * SECONDS) + 900)
 def test_compile_fuzz():
     if not _backend_available():
