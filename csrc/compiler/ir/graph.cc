@@ -17,6 +17,32 @@ const char* kind_name(NodeKind kind) {
   return "?";
 }
 
+// Dense: a permutation of a contiguous layout (every element once, no gaps).
+static bool is_dense(const std::vector<Expr>& shape, const std::vector<Expr>& strides) {
+  std::vector<bool> used(shape.size(), false);
+  size_t left = 0;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    used[i] = shape[i].equals(1);
+    left += !used[i];
+  }
+  Expr expected(1);
+  while (left > 0) {
+    size_t i = 0;
+    while (i < shape.size() && (used[i] || strides[i] != expected)) ++i;
+    if (i == shape.size()) return false;
+    used[i] = true;
+    --left;
+    expected = expected * shape[i];
+  }
+  return true;
+}
+
+std::vector<Expr> Node::buffer_strides() const {
+  if (kind == NodeKind::Input || kind == NodeKind::ExternOutput) return strides;
+  if (meta_strides.size() == shape.size() && is_dense(shape, meta_strides)) return meta_strides;
+  return contiguous_strides(shape);
+}
+
 Node* Graph::add(NodeKind kind, const std::string& op) {
   auto node = std::make_unique<Node>();
   node->id = static_cast<int>(nodes_.size());

@@ -30,12 +30,10 @@ struct Node {
   std::vector<Node*> inputs;
   DType dtype = DType::Float32;
   std::vector<Expr> shape;
-  // Layout of materialized tensors (inputs, extern outputs); kernel outputs
-  // are contiguous.
+  // Layout of inputs and extern outputs (kernel outputs: buffer_strides()).
   std::vector<Expr> strides;
   Expr offset;
-  // The strides PyTorch gives this value (FakeTensor metadata): a graph
-  // output is laid out like this, since AOTAutograd relies on it.
+  // The strides PyTorch gives this value (FakeTensor metadata).
   std::vector<Expr> meta_strides;
 
   // Attributes.
@@ -59,16 +57,10 @@ struct Node {
   bool dead = false;
 
   Expr numel() const { return product(shape); }
-  // The layout of this node's buffer, when it has one.
-  std::vector<Expr> buffer_strides() const {
-    if (kind == NodeKind::Input || kind == NodeKind::ExternOutput) return strides;
-    if (graph_output && meta_strides.size() == shape.size()) {
-      bool dense = true;
-      for (auto& s : meta_strides) dense &= !s.equals(0);
-      if (dense) return meta_strides;
-    }
-    return contiguous_strides(shape);
-  }
+  // The layout of this node's buffer, when it has one: PyTorch's own
+  // (FakeTensor) strides when they are dense, so views of it and tensors
+  // saved for backward have the strides AOTAutograd expects; else contiguous.
+  std::vector<Expr> buffer_strides() const;
   int rank() const { return static_cast<int>(shape.size()); }
   bool is_compute() const {
     return kind == NodeKind::Pointwise || kind == NodeKind::Reduce || kind == NodeKind::Constant ||

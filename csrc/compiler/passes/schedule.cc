@@ -113,25 +113,34 @@ class Scheduler {
 
  private:
   void choose_materialization() {
-    auto needs_tensor = [&](Node* n) {
+    auto needs_tensor = [&](Node* n, bool graph_output) {
       if (n->kind != NodeKind::Pointwise && n->kind != NodeKind::Reduce && n->kind != NodeKind::View &&
           n->kind != NodeKind::Constant)
         return;
       if (n->materialize || aliases_.count(n->id)) return;
-      const Node* base;
-      std::vector<Expr> strides;
-      Expr offset;
-      if (n->kind == NodeKind::View && strided_view(n, &base, &strides, &offset)) {
-        aliases_.insert(n->id);
-        return;
+      if (n->kind == NodeKind::View) {
+        // An output that is a view of a computed value must be that view of
+        // its base, with PyTorch's strides and offset: AOTAutograd hands it
+        // to the backward graph with that layout. So the base gets a buffer.
+        Node* root = n;
+        while (root->kind == NodeKind::View) root = root->inputs[0];
+        if (graph_output && (root->kind == NodeKind::Pointwise || root->kind == NodeKind::Reduce))
+          root->materialize = true;
+        const Node* base;
+        std::vector<Expr> strides;
+        Expr offset;
+        if (strided_view(n, &base, &strides, &offset)) {
+          aliases_.insert(n->id);
+          return;
+        }
       }
       n->materialize = true;
     };
+    for (auto& o : g_.outputs)
+      if (o.node) needs_tensor(o.node, true);
     for (Node* n : g_.live_nodes())
       if (n->kind == NodeKind::Extern)
-        for (Node* in : n->inputs) needs_tensor(in);
-    for (auto& o : g_.outputs)
-      if (o.node) needs_tensor(o.node);
+        for (Node* in : n->inputs) needs_tensor(in, false);
   }
 
   struct Cone {
@@ -237,6 +246,9 @@ class Scheduler {
 
   // Buffers die after their last reader; a kernel output takes over the
   // buffer of a dead one with the same dtype and element count.
+  // Reused buffers are re-viewed contiguously, so only those take part.
+  static bool contiguous_layout(const Node* n) { return n->buffer_strides() == contiguous_strides(n->shape); }
+
   // The node whose buffer an alias (or any other node) reads.
   Node* buffer_of(Node* n) {
     if (!aliases_.count(n->id)) return n;
@@ -287,7 +299,7 @@ class Scheduler {
       const Step& st = s_.steps[i];
       if (st.kind == Step::Kind::Kernel) {
         for (Node* r : s_.groups[st.group].roots) {
-          if (!r->materialize || pinned.count(r->id)) continue;
+          if (!r->materialize || pinned.count(r->id) || !contiguous_layout(r)) continue;
           auto& pool = free_pool[pool_key(r)];
           if (!pool.empty()) {
             s_.reuse_of[r->id] = pool.back();
@@ -301,7 +313,8 @@ class Scheduler {
         Node* n = g_.nodes()[id].get();
         if (n->kind == NodeKind::Input) continue;
         s_.frees[i].push_back(id);
-        if (n->materialize && n->kind != NodeKind::ExternOutput && !aliases_.count(id) && !extern_read.count(id))
+        if (n->materialize && n->kind != NodeKind::ExternOutput && !aliases_.count(id) && !extern_read.count(id) &&
+            contiguous_layout(n))
           free_pool[pool_key(n)].push_back(id);
       }
     }
