@@ -424,9 +424,10 @@ class KernelWriter {
     close_row_loops(reduced);
     for (Node* r : batch) {
       std::string acc = "acc" + std::to_string(r->id);
-      // NaN may be lost by the max/min "x > acc" test once acc is NaN: the
-      // x != x check above keeps the first NaN, which stays (NaN > x is false).
       std::string value = "static_cast<" + value_type(r) + ">(" + acc + ")";
+      // A 16-bit result is rounded once per row, as PyTorch's kernel does.
+      if (r->dtype == DType::Float16 || r->dtype == DType::BFloat16)
+        value = "static_cast<float>(static_cast<" + std::string(storage_ctype(r->dtype)) + ">(" + acc + "))";
       accumulators_[r->id] = value;
       if (r->materialize) store(r, row, value);
     }

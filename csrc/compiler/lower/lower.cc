@@ -265,19 +265,26 @@ class Lowerer {
     throw UnsupportedError("unsupported operand " + a.dump());
   }
 
-  // The dtype a comparison or logical op computes in (PyTorch's promotion,
-  // with Python scalars weaker than tensors).
+  // The dtype a comparison or logical op computes in: PyTorch's promotion,
+  // where dimensioned tensors outrank 0-dim tensors, which outrank Python
+  // scalars, unless the lower tier is of a higher category (int < float).
   DType promoted(const std::vector<Operand>& ops) {
-    std::optional<DType> t;
-    for (auto& o : ops)
-      if (o.node) t = t ? promote(*t, o.node->dtype) : o.node->dtype;
-    if (!t) throw UnsupportedError("no tensor operand");
+    auto category = [](DType d) { return d == DType::Bool ? 0 : is_integral(d) ? 1 : is_floating(d) ? 2 : 3; };
+    std::optional<DType> dimensioned, zero_dim;
+    for (auto& o : ops) {
+      if (!o.node) continue;
+      auto& tier = o.node->rank() > 0 ? dimensioned : zero_dim;
+      tier = tier ? promote(*tier, o.node->dtype) : o.node->dtype;
+    }
+    if (!dimensioned && !zero_dim) throw UnsupportedError("no tensor operand");
+    DType t = dimensioned ? *dimensioned : *zero_dim;
+    if (dimensioned && zero_dim && category(*zero_dim) > category(t)) t = *zero_dim;
     for (auto& o : ops) {
       if (o.node) continue;
-      if (!o.scalar_is_int && !is_floating(*t)) t = DType::Float32;
-      else if (o.scalar_is_int && !o.scalar_is_bool && *t == DType::Bool) t = DType::Int64;
+      if (!o.scalar_is_int && category(t) < 2) t = DType::Float32;
+      else if (o.scalar_is_int && !o.scalar_is_bool && t == DType::Bool) t = DType::Int64;
     }
-    return *t;
+    return t;
   }
 
   Node* lower_pointwise(const Json& node, const std::string& target, const PointwiseLowering& pw) {
@@ -313,8 +320,13 @@ class Lowerer {
       const Json& mode = kwargs.get("rounding_mode");
       if (mode.is_string()) op = mode.as_string() == "trunc" ? "div_trunc" : "div_floor";
     }
-    DType ct = pw.is_comparison ? compute_dtype(promoted(ops)) : compute_dtype(m.dtype);
-    if (op == "where") ct = compute_dtype(m.dtype);
+    DType common = pw.is_comparison ? promoted(ops) : m.dtype;
+    DType ct = op == "where" ? compute_dtype(m.dtype) : compute_dtype(common);
+    // A comparison sees its operands in the common dtype: rounded to it
+    // first when that is a 16-bit float, as PyTorch's kernels do.
+    if (pw.is_comparison && compute_dtype(common) != common && is_floating(common))
+      for (auto& o : ops)
+        if (o.node && o.node->dtype != common) o.node = cast(o.node, common);
     if (op == "pow" && is_integral(m.dtype)) throw UnsupportedError("integer pow");
     Node* n = new_node(NodeKind::Pointwise, op, m);
     n->compute = ct;
