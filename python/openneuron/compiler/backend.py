@@ -61,10 +61,7 @@ def _device_of(gm):
     return torch.device("neuron", torch.neuron.current_device())
 
 
-def _dump(name, files):
-    root = settings().debug_dir
-    if not root:
-        return
+def _dump(root, name, files):
     folder = os.path.join(root, name)
     os.makedirs(folder, exist_ok=True)
     for file, text in files.items():
@@ -90,7 +87,7 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "forw
         plan = _native.compile_graph(
             graph,
             {"cache_dir": s.cache_dir, "cache_enabled": s.cache_enabled, "cache_max_bytes": s.cache_max_bytes,
-             "debug": bool(s.debug_dir), "name": name},
+             "debug": bool(s.debug_dir)},
         )
     except _native.CompilerUnsupported as e:
         return _fallback(gm, name, str(e))
@@ -113,7 +110,7 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "forw
     if cache and not cache["hit"]:
         log.info("openneuron: kernel cache miss for %s: %s", name, cache["miss_reason"])
     if s.debug_dir:
-        _dump(name, {"fx_graph.txt": gm.print_readable(print_output=False), "graph.json": json.dumps(graph, indent=1),
+        _dump(s.debug_dir, name, {"fx_graph.txt": gm.print_readable(print_output=False), "graph.json": json.dumps(graph, indent=1),
                      "ir_before.txt": plan.get("ir_before", ""), "ir_after.txt": plan.get("ir_after", ""),
                      "kernels.cpp": plan.get("source", ""), "wrapper.py": source,
                      "plan.json": json.dumps({k: v for k, v in plan.items() if k not in ("source",)}, indent=1)})
