@@ -386,44 +386,67 @@ class KernelWriter {
     }
   }
 
+  // One pass over the row computing every reduction of `batch`. The loop is
+  // an OpenMP simd reduction, so it vectorises; a floating max/min keeps a
+  // NaN flag beside it, since a vector max drops NaNs and PyTorch keeps them.
   void write_reduce_pass(const std::vector<Node*>& batch, const std::vector<Expr>& row,
                          const std::vector<int64_t>& reduced) {
-    std::string sums;
+    static const std::map<std::string, std::string> combiner = {
+        {"sum", "+"}, {"prod", "*"}, {"max", "max"}, {"min", "min"}, {"any", "||"}, {"all", "&&"}};
+    std::map<std::string, std::vector<std::string>> clauses;  // combiner -> variables
     for (Node* r : batch) {
       std::string t = compute_ctype(r->compute);
       std::string acc = "acc" + std::to_string(r->id);
+      auto op = combiner.find(r->op);
+      if (op == combiner.end()) throw CompileError("unknown reduction " + r->op);
       std::string init;
       if (r->op == "sum") init = "0";
       else if (r->op == "prod") init = "1";
       else if (r->op == "max") init = "std::numeric_limits<" + t + ">::lowest()";
       else if (r->op == "min") init = "std::numeric_limits<" + t + ">::max()";
       else if (r->op == "any") init = "false";
-      else if (r->op == "all") init = "true";
-      else throw CompileError("unknown reduction " + r->op);
-      if ((r->op == "max" || r->op == "min") && is_floating(r->compute))
+      else init = "true";
+      if ((r->op == "max" || r->op == "min") && is_floating(r->compute)) {
         init = std::string(r->op == "max" ? "-" : "") + "std::numeric_limits<" + t + ">::infinity()";
+        line("int nan" + std::to_string(r->id) + " = 0;");
+        clauses["|"].push_back("nan" + std::to_string(r->id));
+      }
       line(t + " " + acc + " = " + init + ";");
-      if (r->op == "sum" && is_floating(r->compute)) sums += (sums.empty() ? "" : ",") + acc;
+      clauses[op->second].push_back(acc);
+    }
+    std::string pragma = "#pragma omp simd";
+    for (auto& [op, vars] : clauses) {
+      pragma += " reduction(" + op + ":";
+      for (size_t i = 0; i < vars.size(); ++i) pragma += (i ? "," : "") + vars[i];
+      pragma += ")";
     }
     std::vector<Expr> c;
-    open_row_loops(row, reduced, c, sums.empty() ? "" : "#pragma omp simd reduction(+:" + sums + ")");
+    open_row_loops(row, reduced, c, pragma);
     scopes_.emplace_back();
     for (Node* r : batch) {
       current_root_ = r->id;
       std::string t = compute_ctype(r->compute);
-      std::string acc = "acc" + std::to_string(r->id);
+      std::string id = std::to_string(r->id);
+      std::string acc = "acc" + id;
       std::string v = "static_cast<" + t + ">(" + emit(r->inputs[0], c) + ")";
+      bool extremum = r->op == "max" || r->op == "min";
       if (r->op == "sum") line(acc + " += " + v + ";");
       else if (r->op == "prod") line(acc + " *= " + v + ";");
-      else if (r->op == "max") line("{ const " + t + " x = " + v + "; if (x != x || x > " + acc + ") " + acc + " = x; }");
-      else if (r->op == "min") line("{ const " + t + " x = " + v + "; if (x != x || x < " + acc + ") " + acc + " = x; }");
       else if (r->op == "any") line(acc + " = " + acc + " || " + v + ";");
       else if (r->op == "all") line(acc + " = " + acc + " && " + v + ";");
+      else if (extremum) {
+        std::string cmp = r->op == "max" ? " > " : " < ";
+        std::string nan = is_floating(r->compute) ? " nan" + id + " |= (x != x);" : "";
+        line("{ const " + t + " x = " + v + ";" + nan + " " + acc + " = x" + cmp + acc + " ? x : " + acc + "; }");
+      }
     }
     scopes_.pop_back();
     close_row_loops(reduced);
     for (Node* r : batch) {
-      std::string acc = "acc" + std::to_string(r->id);
+      std::string id = std::to_string(r->id);
+      std::string acc = "acc" + id;
+      if ((r->op == "max" || r->op == "min") && is_floating(r->compute))
+        line("if (nan" + id + ") " + acc + " = std::numeric_limits<" + compute_ctype(r->compute) + ">::quiet_NaN();");
       std::string value = "static_cast<" + value_type(r) + ">(" + acc + ")";
       // A 16-bit result is rounded once per row, as PyTorch's kernel does.
       if (r->dtype == DType::Float16 || r->dtype == DType::BFloat16)

@@ -9,6 +9,28 @@ const char* const kKernelPrelude = R"PRELUDE(
 #include <limits>
 #include <algorithm>
 
+// glibc's libmvec has SIMD versions of libm's functions (at most 4 ulp from
+// the correctly rounded result); declaring them lets loops that call exp,
+// tanh, ... vectorise. math.h declares them only under -ffast-math, whose
+// other effects (no NaN, no signed zero) we cannot have.
+#if defined(__x86_64__) && defined(__GLIBC__) && !defined(__FAST_MATH__)
+#define ON_SIMD1(name) __attribute__((__simd__("notinbranch"))) float name##f(float) noexcept; \
+                       __attribute__((__simd__("notinbranch"))) double name(double) noexcept;
+#define ON_SIMD2(name) __attribute__((__simd__("notinbranch"))) float name##f(float, float) noexcept; \
+                       __attribute__((__simd__("notinbranch"))) double name(double, double) noexcept;
+extern "C" {
+ON_SIMD1(exp) ON_SIMD1(log) ON_SIMD1(sin) ON_SIMD1(cos) ON_SIMD2(pow)
+#if __GLIBC_PREREQ(2, 35)
+ON_SIMD1(acos) ON_SIMD1(acosh) ON_SIMD1(asin) ON_SIMD1(asinh) ON_SIMD1(atan) ON_SIMD1(atanh)
+ON_SIMD1(cbrt) ON_SIMD1(cosh) ON_SIMD1(erf) ON_SIMD1(erfc) ON_SIMD1(exp10) ON_SIMD1(exp2)
+ON_SIMD1(expm1) ON_SIMD1(log10) ON_SIMD1(log1p) ON_SIMD1(log2) ON_SIMD1(sinh) ON_SIMD1(tan)
+ON_SIMD1(tanh) ON_SIMD2(atan2) ON_SIMD2(hypot)
+#endif
+}
+#undef ON_SIMD1
+#undef ON_SIMD2
+#endif
+
 typedef _Float16 on_half;
 
 struct on_bfloat16 {

@@ -45,11 +45,16 @@ def decompositions():
                 aten.hardtanh, aten.leaky_relu, aten.addcmul, aten.addcdiv, aten.lerp, aten.rsub,
                 aten.native_group_norm, aten.native_batch_norm, aten._native_batch_norm_legit_functional,
                 aten._native_batch_norm_legit_no_training, aten.native_batch_norm_backward,
-                aten.logsumexp, aten.var_mean, aten.std, aten.linalg_vector_norm, aten.masked_fill,
+                aten.logsumexp, aten.std, aten.linalg_vector_norm, aten.masked_fill,
                 aten.softplus, aten.mish, aten.native_dropout_backward, aten.elu, aten.hardswish,
             ]
         )
     )
+    # var and var_mean are lowered (two passes over the row, in one kernel with
+    # their neighbours); their decomposition is to prims the compiler does not know.
+    for op in (aten.var_mean, aten.var):
+        for overload in op.overloads():
+            table.pop(getattr(op, overload), None)
     return table
 
 
