@@ -115,6 +115,13 @@ class Workload:
     tol_compiled: tuple[float, float] = (1e-3, 1e-4)
     compile_in_quick: bool = False  # the one small workload compiled in --quick
     module: str = ""  # set by benchmarks.workloads
+    # A native (non-PyTorch) implementation of the same work, timed interleaved
+    # with the configurations, as the machine's ceiling (e.g. STREAM's triad).
+    reference: Callable[[], Instance] | None = None
+    reference_label: str = ""
+
+
+REFERENCE = Config("reference", "native reference", "cpu")
 
 
 # ----------------------------------------------------------------------------- outputs and checks
@@ -204,7 +211,8 @@ def measure(wl: Workload, configs: list[Config], opts: Options,
     Returns {config key: result}; a result has "status" ("measured" or
     "error" with "reason"), "throughput" (median), "samples", "inner_steps",
     "first_call_s" and, in "_outputs", the CPU snapshots of the first two
-    steps' outputs (for `compare`). `cache_dir(cfg)`: for a compiled
+    steps' outputs (for `compare`); the workload's native reference, if any,
+    under key "reference". `cache_dir(cfg)`: for a compiled
     configuration, an Inductor cache directory to compile in (the probes'
     warm one, so compiling here costs a warm start)."""
     results: dict[str, dict] = {}
@@ -241,6 +249,21 @@ def measure(wl: Workload, configs: list[Config], opts: Options,
             inner = max(1, min(opts.max_inner, round(opts.target_s / max(one, 1e-7))))
             res["inner_steps"] = inner
             live[cfg.key] = (cfg, inst, device, inner)
+        except Exception as e:  # noqa: BLE001
+            res.update(status="error", reason=_short(e), traceback=traceback.format_exc()[-4000:])
+
+    if wl.reference is not None:
+        res = results[REFERENCE.key] = {"status": "measured", "label": wl.reference_label}
+        try:
+            inst = wl.reference()
+            for _ in range(opts.warmup + 2):
+                inst.step()
+            t0 = time.perf_counter()
+            inst.step()
+            one = time.perf_counter() - t0
+            inner = max(1, min(opts.max_inner, round(opts.target_s / max(one, 1e-7))))
+            res["inner_steps"] = inner
+            live[REFERENCE.key] = (REFERENCE, inst, torch.device("cpu"), inner)
         except Exception as e:  # noqa: BLE001
             res.update(status="error", reason=_short(e), traceback=traceback.format_exc()[-4000:])
 

@@ -11,9 +11,10 @@ peak-RSS counter (`/proc/self/clear_refs` 5, so VmHWM restarts from the
 current RSS instead of inheriting the server's), builds the workload, times
 its first call, runs a few more steps, and reports VmHWM from
 /proc/self/status (not ru_maxrss, which survives exec and counts children).
-Its Inductor caches start empty, as in a fresh process; compiled
-configurations get TORCHINDUCTOR_CACHE_DIR: an empty directory for the cold
-compile, the same directory again for the warm start. Memory of Inductor's
+Its compile caches start empty, as in a fresh process; compiled
+configurations get TORCHINDUCTOR_CACHE_DIR and OPENNEURON_COMPILE_CACHE_DIR:
+an empty directory for the cold compile, the same directory again for the
+warm start. Memory of Inductor's
 compile-worker subprocesses is not included.
 
     python benchmarks/probe.py --serve MODULE   (started by ProbeServers)
@@ -63,6 +64,7 @@ def probe(req: dict) -> dict:
     """Runs in the forked child: one workload in one configuration."""
     if req.get("cache_dir"):
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = req["cache_dir"]
+        os.environ["OPENNEURON_COMPILE_CACHE_DIR"] = os.path.join(req["cache_dir"], "openneuron")
     reset_ok = _reset_peak_rss()
     rss_start = _status_kib("VmRSS") / 1024
 

@@ -353,7 +353,8 @@ def write_markdown(data: dict, path: str) -> str:
         "ratio to cpu eager's. On the host driver device memory is host RAM, so it is in the RSS too.",
         "- device peak: torch.neuron.max_memory_allocated(); ratio to the RSS growth of the cpu-eager process "
         "(its peak RSS minus its RSS at start).",
-        "- cold compile: first call in a new process with an empty TORCHINDUCTOR_CACHE_DIR; warm start: first "
+        "- cold compile: first call in a new process with an empty TORCHINDUCTOR_CACHE_DIR (and "
+        "OPENNEURON_COMPILE_CACHE_DIR); warm start: first "
         "call in a new process with that cache populated. Both include tracing and one step; ratio: in cpu-eager "
         "steps of this workload. Peak RSS of a compiled configuration is the warm-start process's.",
         "- check: the first two steps' outputs against cpu eager's (allclose; `exact` when bit-identical).",
@@ -361,7 +362,7 @@ def write_markdown(data: dict, path: str) -> str:
         *detail_table(data, notes),
         "",
     ]
-    extra = _neuron_notes(data)
+    extra = _reference_notes(data) + _neuron_notes(data)
     if extra:
         lines += ["## Observations", "", *extra, ""]
     if data.get("notes"):
@@ -372,6 +373,24 @@ def write_markdown(data: dict, path: str) -> str:
     with open(path, "w") as f:
         f.write(text)
     return text
+
+
+def _reference_notes(data: dict) -> list[str]:
+    """Each configuration's throughput as a share of the workload's native
+    reference (e.g. STREAM's triad: the machine's memory bandwidth)."""
+    out = []
+    for wl in data["workloads"]:
+        ref = wl.get("reference")
+        if not ref:
+            continue
+        if ref.get("status") != "measured":
+            out.append(f"- `{wl['name']}`: {ref.get('label')}: not measured ({ref.get('reason')})")
+            continue
+        shares = ", ".join(f"{CONFIG_BY_KEY[k].label} {100 * r['throughput'] / ref['throughput']:.0f}%"
+                           for k, r in wl["results"].items() if r.get("status") == "measured")
+        out.append(f"- `{wl['name']}`: {ref['label']}: {fmt(ref['throughput'])} {wl['unit']} "
+                   f"(median, interleaved); share of it: {shares}.")
+    return out
 
 
 def _neuron_notes(data: dict) -> list[str]:

@@ -199,6 +199,8 @@ def main(argv=None) -> int:
                 "results": {c.key: res[c.key] for c in harness.CONFIGS},
                 "elapsed_s": time.monotonic() - t_wl,
             }
+            if "reference" in measured:
+                entry["reference"] = measured["reference"]
             report.finalize_workload(entry)  # ratios and the check against cpu eager
             results.append(entry)
             report.print_summary_line(entry, progress.write)

@@ -1,12 +1,14 @@
 """Memory-bound chains: GELU written out as separate ops, LayerNorm, softmax,
 and an AdamW step over many small tensors.
 
-GELU/LayerNorm/softmax report effective bandwidth: bytes of one read of the
+The triad's native C version is timed beside it as the machine's memory
+bandwidth. GELU/LayerNorm/softmax report effective bandwidth: bytes of one read of the
 input and one write of the output per step, over time (GB/s), i.e. what a
 single fused pass would move; the unfused eager GELU moves far more. The
 optimizer reports steps/s; it pins foreach=True on every device (AdamW's
 default is foreach on neuron, a per-tensor loop on cpu), so all run the same
 algorithm."""
+import ctypes
 import functools
 
 import torch
@@ -43,6 +45,35 @@ def _build_softmax(rows, cols, device, compile):
     return Instance(lambda: f(x), work=2 * rows * cols * 4 / 1e9)
 
 
+TRIAD_SCALAR = 3.0
+
+
+def _triad(b, c):
+    return b + TRIAD_SCALAR * c
+
+
+def _build_triad(n, device, compile):
+    f = compile(_triad)
+    b, c = _randn(n, seed=1).to(device), _randn(n, seed=2).to(device)
+    return Instance(lambda: f(b, c), work=3 * n * 4 / 1e9)
+
+
+def _native_triad(n):
+    """STREAM's triad in C (benchmarks/native/stream_triad.c) on the same
+    number of threads: the machine's memory bandwidth for this access pattern."""
+    from benchmarks import native
+
+    fn = native.load("stream_triad").stream_triad
+    fn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_float, ctypes.c_int64, ctypes.c_int]
+    a, b, c = torch.empty(n), _randn(n, seed=1), _randn(n, seed=2)
+
+    def step():
+        fn(a.data_ptr(), b.data_ptr(), c.data_ptr(), TRIAD_SCALAR, n, torch.get_num_threads())
+        return a
+
+    return Instance(step, work=3 * n * 4 / 1e9)
+
+
 def _build_adamw(n_tensors, dim, device, compile):
     g = torch.Generator().manual_seed(0)
     shapes = [(dim, dim) if i % 2 == 0 else (dim,) for i in range(n_tensors)]
@@ -64,7 +95,13 @@ def workloads(quick):
     ln = (512, 256) if quick else (8192, 768)
     sm = (512, 256) if quick else (4096, 1024)
     adam = (20, 64) if quick else (100, 64)
+    triad = 1 << 22 if quick else 1 << 24
     return [
+        Workload(name="stream_triad", group="memory-bound",
+                 title=f"STREAM triad b + 3c, {triad:,} fp32 (bytes of 3 arrays)", unit="GB/s",
+                 build=functools.partial(_build_triad, triad), params={"numel": triad},
+                 reference=functools.partial(_native_triad, triad),
+                 reference_label="STREAM triad in C (OpenMP, -O3 -march=native)"),
         Workload(name="gelu_unfused", group="memory-bound",
                  title=f"GELU as 8 separate ops, {n:,} fp32", unit="GB/s",
                  build=functools.partial(_build_gelu, n), params={"numel": n}),

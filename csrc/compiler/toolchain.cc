@@ -62,8 +62,10 @@ const Toolchain& toolchain() {
     Toolchain t;
     if (const char* cxx = std::getenv("OPENNEURON_CXX"); cxx && *cxx) t.cxx = cxx;
     // -fno-math-errno lets libm calls vectorise; no -ffast-math, so NaN and
-    // infinity behave as in ATen's kernels.
+    // infinity behave as in ATen's kernels; -ffp-contract=off: a*b+c rounds
+    // twice, as eager does, instead of becoming one FMA.
     t.flags = "-std=c++17 -O3 -march=native -fPIC -shared -fopenmp -fno-math-errno -fno-trapping-math "
+              "-ffp-contract=off "
               "-fno-semantic-interposition -w";
     int status = 0;
     std::string v = run_capture(t.cxx + " --version 2>&1", &status);
