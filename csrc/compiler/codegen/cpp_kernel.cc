@@ -15,6 +15,10 @@ namespace {
 
 // Below this many elements a kernel runs on one thread.
 constexpr int64_t kParallelThreshold = 32768;
+// Most columns per tile of a column reduction: one accumulator array per
+// reduction, kept in L1 while the rows stream by. Wide tiles make each row's
+// read a long contiguous run; tiles narrow (down to 64) to feed every thread.
+constexpr int64_t kColumnTile = 1024;
 
 std::string literal(double v, bool is_int, DType ct) {
   std::string t = compute_ctype(ct);
@@ -300,6 +304,7 @@ class KernelWriter {
     std::vector<int64_t> kept, reduced = g_.dims;
     for (size_t i = 0; i < g_.shape.size(); ++i)
       if (!std::count(reduced.begin(), reduced.end(), static_cast<int64_t>(i))) kept.push_back(i);
+    if (column_schedule_applies(kept)) return write_column_reduction(kept, reduced);
     indent_ = 1;
     scopes_.emplace_back();
     // One outer (parallel) loop over rows.
@@ -395,24 +400,13 @@ class KernelWriter {
         {"sum", "+"}, {"prod", "*"}, {"max", "max"}, {"min", "min"}, {"any", "||"}, {"all", "&&"}};
     std::map<std::string, std::vector<std::string>> clauses;  // combiner -> variables
     for (Node* r : batch) {
-      std::string t = compute_ctype(r->compute);
-      std::string acc = "acc" + std::to_string(r->id);
-      auto op = combiner.find(r->op);
-      if (op == combiner.end()) throw CompileError("unknown reduction " + r->op);
-      std::string init;
-      if (r->op == "sum") init = "0";
-      else if (r->op == "prod") init = "1";
-      else if (r->op == "max") init = "std::numeric_limits<" + t + ">::lowest()";
-      else if (r->op == "min") init = "std::numeric_limits<" + t + ">::max()";
-      else if (r->op == "any") init = "false";
-      else init = "true";
+      std::string id = std::to_string(r->id);
       if ((r->op == "max" || r->op == "min") && is_floating(r->compute)) {
-        init = std::string(r->op == "max" ? "-" : "") + "std::numeric_limits<" + t + ">::infinity()";
-        line("int nan" + std::to_string(r->id) + " = 0;");
-        clauses["|"].push_back("nan" + std::to_string(r->id));
+        line("int nan" + id + " = 0;");
+        clauses["|"].push_back("nan" + id);
       }
-      line(t + " " + acc + " = " + init + ";");
-      clauses[op->second].push_back(acc);
+      line(std::string(compute_ctype(r->compute)) + " acc" + id + " = " + reduction_init(r) + ";");
+      clauses[combiner.at(r->op)].push_back("acc" + id);
     }
     std::string pragma = "#pragma omp simd";
     for (auto& [op, vars] : clauses) {
@@ -429,16 +423,7 @@ class KernelWriter {
       std::string id = std::to_string(r->id);
       std::string acc = "acc" + id;
       std::string v = "static_cast<" + t + ">(" + emit(r->inputs[0], c) + ")";
-      bool extremum = r->op == "max" || r->op == "min";
-      if (r->op == "sum") line(acc + " += " + v + ";");
-      else if (r->op == "prod") line(acc + " *= " + v + ";");
-      else if (r->op == "any") line(acc + " = " + acc + " || " + v + ";");
-      else if (r->op == "all") line(acc + " = " + acc + " && " + v + ";");
-      else if (extremum) {
-        std::string cmp = r->op == "max" ? " > " : " < ";
-        std::string nan = is_floating(r->compute) ? " nan" + id + " |= (x != x);" : "";
-        line("{ const " + t + " x = " + v + ";" + nan + " " + acc + " = x" + cmp + acc + " ? x : " + acc + "; }");
-      }
+      accumulate(r, acc, "nan" + id, v);
     }
     scopes_.pop_back();
     close_row_loops(reduced);
@@ -453,6 +438,144 @@ class KernelWriter {
         value = "static_cast<float>(static_cast<" + std::string(storage_ctype(r->dtype)) + ">(" + acc + "))";
       accumulators_[r->id] = value;
       if (r->materialize) store(r, row, value);
+    }
+  }
+
+  // ---- column reductions ----------------------------------------------------
+  // When the innermost dim is kept (a sum over the batch of a [N, C] tensor:
+  // bias gradients, norm weight gradients), rows are reduced into arrays of
+  // accumulators, a tile of columns at a time, so every load is contiguous
+  // and the inner loop vectorises across columns. Tiles run in parallel.
+  // Only for groups without full-size epilogues (those need the finished
+  // reduction at every element of the row, which this order cannot give).
+  bool column_schedule_applies(const std::vector<int64_t>& kept) const {
+    if (kept.empty() || kept.back() != static_cast<int64_t>(g_.shape.size()) - 1) return false;
+    for (Node* r : g_.roots)
+      if (r->kind != NodeKind::Reduce && r->shape == g_.shape) return false;
+    return true;
+  }
+
+  static std::string reduction_init(const Node* r) {
+    std::string t = compute_ctype(r->compute);
+    if (r->op == "sum") return "0";
+    if (r->op == "prod") return "1";
+    if (r->op == "any") return "false";
+    if (r->op == "all") return "true";
+    if (r->op != "max" && r->op != "min") throw CompileError("unknown reduction " + r->op);
+    if (is_floating(r->compute))
+      return std::string(r->op == "max" ? "-" : "") + "std::numeric_limits<" + t + ">::infinity()";
+    return "std::numeric_limits<" + t + ">::" + (r->op == "max" ? "lowest()" : "max()");
+  }
+
+  // `acc op= v` for one reduction, `nan` the NaN flag of a floating max/min.
+  void accumulate(const Node* r, const std::string& acc, const std::string& nan, const std::string& v) {
+    std::string t = compute_ctype(r->compute);
+    if (r->op == "sum") line(acc + " += " + v + ";");
+    else if (r->op == "prod") line(acc + " *= " + v + ";");
+    else if (r->op == "any") line(acc + " = " + acc + " || " + v + ";");
+    else if (r->op == "all") line(acc + " = " + acc + " && " + v + ";");
+    else {
+      std::string cmp = r->op == "max" ? " > " : " < ";
+      std::string flag = is_floating(r->compute) ? " " + nan + " |= (x != x);" : "";
+      line("{ const " + t + " x = " + v + ";" + flag + " " + acc + " = x" + cmp + acc + " ? x : " + acc + "; }");
+    }
+  }
+
+  void write_column_reduction(const std::vector<int64_t>& kept, const std::vector<int64_t>& reduced) {
+    const int64_t last = kept.back();
+    const std::vector<int64_t> outer(kept.begin(), kept.end() - 1);
+    const Expr& width = g_.shape[last];
+    Expr outer_count(1), rows(1);
+    for (int64_t d : outer) outer_count = outer_count * g_.shape[d];
+    for (int64_t d : reduced) rows = rows * g_.shape[d];
+    const std::string col = "k" + std::to_string(last);
+    indent_ = 1;
+    scopes_.emplace_back();
+    line("const int64_t width = " + width.cpp() + ", outer = " + outer_count.cpp() + ";");
+    line("const int64_t per_outer = std::max<int64_t>(1, on_threads / std::max<int64_t>(outer, 1));");
+    line("const int64_t tile = std::min<int64_t>(" + std::to_string(kColumnTile) +
+         ", std::max<int64_t>(64, ((width + per_outer - 1) / per_outer + 15) / 16 * 16));");
+    line("const int64_t tiles = (width + tile - 1) / tile;");
+    parallel_pragma(outer_count * width * rows);
+    line("for (int64_t to = 0; to < outer * tiles; ++to) {");
+    ++indent_;
+    std::vector<Expr> row(g_.shape.size(), Expr(0));
+    decompose("(to / tiles)", "k", outer, row);
+    line("const int64_t c0 = (to % tiles) * tile;");
+    line("const int64_t tw = std::min<int64_t>(tile, width - c0);");
+    row[last] = Expr::symbol(col);
+    row_key_ = join_keys(row);
+    for (Node* r : g_.roots) current_roots_.insert(r->id);
+    size_t i = 0;
+    while (i < g_.roots.size()) {
+      Node* r = g_.roots[i];
+      current_root_ = r->id;
+      if (r->kind != NodeKind::Reduce) {
+        column_loop(col, [&] { store(r, row_coords(r, row), emit(r, row_coords(r, row))); });
+        ++i;
+        continue;
+      }
+      std::vector<Node*> batch = {r};
+      while (i + batch.size() < g_.roots.size()) {
+        Node* next = g_.roots[i + batch.size()];
+        if (next->kind != NodeKind::Reduce || depends_on_any(next, batch)) break;
+        batch.push_back(next);
+      }
+      write_column_pass(batch, row, reduced, col);
+      i += batch.size();
+    }
+    --indent_;
+    line("}");
+    scopes_.pop_back();
+  }
+
+  // `for t in tile: body`, vectorised, with the column coordinate defined.
+  template <typename Body>
+  void column_loop(const std::string& col, Body body) {
+    line("#pragma omp simd");
+    line("for (int64_t t = 0; t < tw; ++t) {");
+    ++indent_;
+    line("const int64_t " + col + " = c0 + t; (void)" + col + ";");
+    scopes_.emplace_back();
+    body();
+    scopes_.pop_back();
+    --indent_;
+    line("}");
+  }
+
+  void write_column_pass(const std::vector<Node*>& batch, const std::vector<Expr>& row,
+                         const std::vector<int64_t>& reduced, const std::string& col) {
+    const std::string tile = std::to_string(kColumnTile);
+    for (Node* r : batch) {
+      std::string id = std::to_string(r->id);
+      line(std::string(compute_ctype(r->compute)) + " acc" + id + "[" + tile + "];");
+      bool flag = (r->op == "max" || r->op == "min") && is_floating(r->compute);
+      if (flag) line("int nan" + id + "[" + tile + "];");
+      line("for (int64_t t = 0; t < tw; ++t) { acc" + id + "[t] = " + reduction_init(r) + ";" +
+           (flag ? " nan" + id + "[t] = 0;" : "") + " }");
+    }
+    std::vector<Expr> c;
+    open_row_loops(row, reduced, c, "");
+    column_loop(col, [&] {
+      for (Node* r : batch) {
+        current_root_ = r->id;
+        std::string id = std::to_string(r->id);
+        std::string v = "static_cast<" + std::string(compute_ctype(r->compute)) + ">(" + emit(r->inputs[0], c) + ")";
+        accumulate(r, "acc" + id + "[t]", "nan" + id + "[t]", v);
+      }
+    });
+    close_row_loops(reduced);
+    for (Node* r : batch) {
+      std::string id = std::to_string(r->id);
+      if ((r->op == "max" || r->op == "min") && is_floating(r->compute))
+        line("for (int64_t t = 0; t < tw; ++t) if (nan" + id + "[t]) acc" + id + "[t] = std::numeric_limits<" +
+             compute_ctype(r->compute) + ">::quiet_NaN();");
+      std::string acc = "acc" + id + "[t]";
+      std::string value = "static_cast<" + value_type(r) + ">(" + acc + ")";
+      if (r->dtype == DType::Float16 || r->dtype == DType::BFloat16)
+        value = "static_cast<float>(static_cast<" + std::string(storage_ctype(r->dtype)) + ">(" + acc + "))";
+      accumulators_[r->id] = value;
+      if (r->materialize) column_loop(col, [&] { store(r, row, value); });
     }
   }
 
