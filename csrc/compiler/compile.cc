@@ -1,5 +1,6 @@
 #include "compiler/compile.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -34,6 +35,18 @@ KernelCache& cache_for(const CacheOptions& options) {
 Json exprs_python(const std::vector<Expr>& v) {
   Json out = Json::array();
   for (auto& e : v) out.push(Json::string(e.python()));
+  return out;
+}
+
+// "reduction: sum, div, sub" -- the kind and the ops of a group's roots, for
+// profiler labels and debug dumps.
+std::string group_summary(const KernelGroup& g) {
+  std::string out = g.kind == KernelGroup::Kind::Reduction ? "reduction:" : "pointwise:";
+  std::vector<std::string> ops;
+  for (const Node* r : g.roots)
+    if (std::find(ops.begin(), ops.end(), r->op) == ops.end()) ops.push_back(r->op);
+  for (size_t i = 0; i < ops.size() && i < 6; ++i) out += (i ? ", " : " ") + ops[i];
+  if (ops.size() > 6) out += ", ...";
   return out;
 }
 
@@ -152,6 +165,7 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
       const GeneratedKernel& k = kernels[st.group];
       j.set("kind", Json::string("kernel"));
       j.set("name", Json::string(k.name));
+      j.set("summary", Json::string(group_summary(s.groups[st.group])));
       Json bufs = Json::array();
       for (Node* b : k.buffers) bufs.push(Json::integer(b->id));
       j.set("buffers", bufs);

@@ -90,7 +90,43 @@ class KernelWriter {
     note_read(n);
     Expr idx = offset;
     for (size_t i = 0; i < c.size(); ++i) idx = idx + c[i] * strides[i];
-    return "static_cast<" + value_type(n) + ">(" + buffer_name(n) + "[" + idx.cpp() + "])";
+    return "static_cast<" + value_type(n) + ">(" + buffer_name(n) + "[" + index_text(idx) + "])";
+  }
+
+  // ---- hoisting of loop-invariant index terms ---------------------------------
+  // Index terms that depend only on the row's coordinates (and size symbols)
+  // are computed once per row, before the inner loops: a floordiv/mod in
+  // the inner loop, even an invariant one, stops GCC vectorising it.
+  void begin_hoisting(const std::vector<Expr>& row_coords) {
+    hoistable_.clear();
+    hoistable_.insert(symbols_.begin(), symbols_.end());
+    for (const Expr& e : row_coords) e.collect_symbols(hoistable_);
+    hoist_pos_ = body_.size();
+    hoist_indent_ = indent_;
+  }
+
+  std::string index_text(const Expr& idx) {
+    if (hoist_pos_ == std::string::npos) return idx.cpp();
+    std::vector<Expr> terms = idx.kind() == Expr::Kind::Add ? idx.operands() : std::vector<Expr>{idx};
+    Expr fixed(0), varying(0);
+    bool any_fixed = false;
+    for (const Expr& t : terms) {
+      std::set<std::string> syms;
+      t.collect_symbols(syms);
+      bool invariant = !syms.empty() &&
+                       std::all_of(syms.begin(), syms.end(), [&](const std::string& x) { return hoistable_.count(x) > 0; });
+      if (invariant) { fixed = fixed + t; any_fixed = true; }
+      else varying = varying + t;
+    }
+    if (!any_fixed || fixed.kind() == Expr::Kind::Sym) return idx.cpp();
+    std::string& var = hoisted_[fixed.key()];
+    if (var.empty()) {
+      var = "h" + std::to_string(hoisted_.size());
+      std::string text = std::string(hoist_indent_ * 2, ' ') + "const int64_t " + var + " = " + fixed.cpp() + ";\n";
+      body_.insert(hoist_pos_, text);
+      hoist_pos_ += text.size();
+    }
+    return varying.equals(0) ? var : var + " + (" + varying.cpp() + ")";
   }
 
   // The value of `n` at logical coordinates `c`, as a C++ expression (a
@@ -226,7 +262,7 @@ class KernelWriter {
     Expr idx(0);
     for (size_t i = 0; i < c.size(); ++i) idx = idx + c[i] * strides[i];
     std::string st = storage_ctype(root->dtype);
-    line(buffer_name(root) + "[" + idx.cpp() + "] = static_cast<" + st + ">(" + value + ");");
+    line(buffer_name(root) + "[" + index_text(idx) + "] = static_cast<" + st + ">(" + value + ");");
   }
 
   // An OpenMP parallel loop, threaded only when `work` elements justify it.
@@ -266,6 +302,7 @@ class KernelWriter {
       ++indent_;
       ++open_;
       decompose("io", "i", outer, coord);
+      begin_hoisting(coord);
       line("#pragma omp simd");
     } else {
       parallel_pragma(shape[inner]);
@@ -317,6 +354,7 @@ class KernelWriter {
     line("for (int64_t ro = 0; ro < " + rows.cpp() + "; ++ro) {");
     ++indent_;
     decompose("ro", "k", kept, row);
+    begin_hoisting(row);
     scopes_.emplace_back();
     for (Node* r : g_.roots) current_roots_.insert(r->id);
     row_key_ = join_keys(row);
@@ -503,6 +541,7 @@ class KernelWriter {
     decompose("(to / tiles)", "k", outer, row);
     line("const int64_t c0 = (to % tiles) * tile;");
     line("const int64_t tw = std::min<int64_t>(tile, width - c0);");
+    begin_hoisting(row);
     row[last] = Expr::symbol(col);
     row_key_ = join_keys(row);
     for (Node* r : g_.roots) current_roots_.insert(r->id);
@@ -601,6 +640,10 @@ class KernelWriter {
   int current_root_ = -1;
   std::set<int> current_roots_;
   std::vector<Node*> reads_, outputs_;
+  std::set<std::string> hoistable_;       // symbols fixed for the current row
+  std::map<std::string, std::string> hoisted_;  // index expression -> variable
+  size_t hoist_pos_ = std::string::npos;  // where hoisted definitions go in body_
+  int hoist_indent_ = 0;
 };
 
 }  // namespace

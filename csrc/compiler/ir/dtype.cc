@@ -13,7 +13,7 @@ struct Info {
   int size;
 };
 constexpr Info kInfo[] = {
-    {DType::Bool, "bool", "bool", "bool", 1},
+    {DType::Bool, "bool", "uint8_t", "bool", 1},  // uint8_t: GCC does not vectorise loads of bool
     {DType::UInt8, "uint8", "uint8_t", "int64_t", 1},
     {DType::Int8, "int8", "int8_t", "int64_t", 1},
     {DType::Int16, "int16", "int16_t", "int64_t", 2},

@@ -1,6 +1,7 @@
 #include "torch/runtime/compiled_kernels.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 
 #include <deque>
@@ -21,6 +22,7 @@ struct Kernel {
   int entry;
   c10::DeviceIndex device;
   std::string name;
+  std::string label;  // profiler event name
 };
 
 struct Registry {
@@ -36,7 +38,8 @@ Registry& registry() {
 
 }  // namespace
 
-int64_t compiled_kernel(const std::string& path, const std::string& entry, int64_t device) {
+int64_t compiled_kernel(const std::string& path, const std::string& entry, int64_t device,
+                        const std::string& label) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   auto& lib = r.libraries[{path, device}];
@@ -44,7 +47,7 @@ int64_t compiled_kernel(const std::string& path, const std::string& entry, int64
   int index = lib->entry(entry);
   for (size_t i = 0; i < r.kernels.size(); ++i)
     if (r.kernels[i].executable == lib.get() && r.kernels[i].entry == index) return static_cast<int64_t>(i);
-  r.kernels.push_back({lib.get(), index, static_cast<c10::DeviceIndex>(device), entry});
+  r.kernels.push_back({lib.get(), index, static_cast<c10::DeviceIndex>(device), entry, label});
   return static_cast<int64_t>(r.kernels.size()) - 1;
 }
 
@@ -71,6 +74,7 @@ void launch_compiled_kernel(int64_t kernel, const std::vector<at::Tensor>& buffe
                 ": buffer ", i, " is on ", t.device(), ", expected neuron:", int(k.device));
     ptrs[i] = t.unsafeGetTensorImpl()->mutable_data();
   }
+  RECORD_FUNCTION(k.label.c_str(), c10::ArrayRef<const c10::IValue>{});
   k.executable->launch(current_queue(k.device), k.entry, ptrs, symbols.data(), at::get_num_threads());
 }
 

@@ -12,8 +12,10 @@
 namespace openneuron::integration {
 
 // Returns a handle for entry point `entry` of the library at `path` on
-// `device`; loading happens once per (path, device).
-int64_t compiled_kernel(const std::string& path, const std::string& entry, int64_t device);
+// `device`; loading happens once per (path, device). `label` names its
+// launches in profiler traces.
+int64_t compiled_kernel(const std::string& path, const std::string& entry, int64_t device,
+                        const std::string& label);
 // Runs a kernel: `buffers` in the kernel's argument order, `symbols` the
 // values of the graph's symbolic sizes.
 void launch_compiled_kernel(int64_t kernel, const std::vector<at::Tensor>& buffers,

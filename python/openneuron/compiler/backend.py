@@ -103,7 +103,8 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "forw
             raise StrictCompileError(f"graph {name}: ops not compiled: {ops}")
         warnings.warn(f"openneuron: graph {name}: ops run through eager kernels: {ops}", CompileFallbackWarning)
     device = _device_of(gm)
-    handles = {step["name"]: _C._compiled_kernel(plan["library"], step["name"], device.index or 0)
+    handles = {step["name"]: _C._compiled_kernel(plan["library"], step["name"], device.index or 0,
+                                                 f"{name}.{step['name']} [{step.get('summary', '')}]")
                for step in plan["steps"] if step["kind"] == "kernel"}
     try:
         fn, source = WrapperBuilder(gm, plan, device, name).build(handles)
