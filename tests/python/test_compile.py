@@ -186,6 +186,20 @@ def test_automatic_dynamic_shapes():
     assert compiler.metrics()["graphs"] == 2, compiler.metrics()
 
 
+def test_recompile_logs_the_failed_guard(caplog):
+    f = torch.compile(lambda x, scale: x * scale, backend="neuron")
+    x = torch.randn(4, device=DEV)
+    f(x, 2.0)
+    assert compiler.metrics()["recompiles"] == 0
+    with caplog.at_level("INFO", logger="openneuron.compiler"):
+        torch.testing.assert_close(f(x.to(torch.float64), 2.0), x.double() * 2)
+    m = compiler.metrics()
+    assert m["recompiles"] == 1, m
+    reason = m["recompile_reasons"][0]["reason"]
+    assert "dtype" in reason or "float" in reason.lower(), reason  # the tensor-match guard on x
+    assert any("because a guard failed" in r.getMessage() and reason in r.getMessage() for r in caplog.records)
+
+
 def test_persistent_cache_is_hit_by_a_new_process(tmp_path):
     code = (
         "import torch, openneuron.compiler as c\n"

@@ -135,10 +135,33 @@ def _inference(gm, example_inputs):
     return compile_fx_graph(gm, example_inputs, "inference")
 
 
-neuron_backend = aot_autograd(
+_aot_backend = aot_autograd(
     fw_compiler=_forward,
     bw_compiler=_backward,
     inference_compiler=_inference,
     decompositions=decompositions(),
     keep_inference_input_mutations=True,
 )
+
+
+def _recompile_reason():
+    """The guard that failed when Dynamo recompiles the frame being compiled
+    (None on a first compile). Dynamo computes it before calling the backend
+    and keeps it in its metrics context."""
+    try:
+        from torch._dynamo.utils import get_metrics_context
+
+        return getattr(get_metrics_context(), "_metrics", {}).get("recompile_reason")
+    except Exception:  # noqa: BLE001 -- a Dynamo internal; never fail a compile over a log line
+        return None
+
+
+def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
+    """The Dynamo backend: logs why a frame is recompiled (the failed guard),
+    then AOTAutograd with the neuron compiler for forward and backward."""
+    reason = _recompile_reason()
+    if reason:
+        compile_id = torch._guards.CompileContext.current_compile_id()
+        log.info("openneuron: recompiling (compile id %s) because a guard failed: %s", compile_id, reason)
+        metrics.record_recompile(str(compile_id), reason)
+    return _aot_backend(gm, example_inputs, **kwargs)

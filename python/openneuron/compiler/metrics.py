@@ -1,5 +1,6 @@
 """Counters of the neuron compiler: graphs, kernels, kernel-cache hits and
-misses, compile time. Read with openneuron.compiler.metrics()."""
+misses, compile time, recompiles with the guard that failed. Read with
+openneuron.compiler.metrics()."""
 
 import collections
 import threading
@@ -9,6 +10,7 @@ _counts = collections.Counter()
 _times = collections.Counter()
 _extern_ops = collections.Counter()
 _fallback_ops = collections.Counter()
+_recompiles = collections.deque(maxlen=100)  # (compile id, failed guard), newest last
 
 
 def record_graph(plan, seconds):
@@ -26,6 +28,12 @@ def record_graph(plan, seconds):
         _fallback_ops.update(f["op"] for f in plan.get("fallbacks", []))
 
 
+def record_recompile(compile_id, reason):
+    with _lock:
+        _counts["recompiles"] += 1
+        _recompiles.append({"compile_id": compile_id, "reason": reason})
+
+
 def record_graph_fallback():
     with _lock:
         _counts["graphs_fallback"] += 1
@@ -34,11 +42,12 @@ def record_graph_fallback():
 def snapshot():
     with _lock:
         out = {k: _counts.get(k, 0) for k in ("graphs", "graphs_fallback", "kernels", "cache_hits",
-                                               "cache_misses", "buffers_reused")}
+                                               "cache_misses", "buffers_reused", "recompiles")}
         out["compile_seconds"] = _times.get("compile_seconds", 0.0)
         out["build_seconds"] = _times.get("build_seconds", 0.0)
         out["extern_ops"] = dict(_extern_ops)
         out["fallback_ops"] = dict(_fallback_ops)
+        out["recompile_reasons"] = list(_recompiles)
         return out
 
 
@@ -48,3 +57,4 @@ def reset():
         _times.clear()
         _extern_ops.clear()
         _fallback_ops.clear()
+        _recompiles.clear()
