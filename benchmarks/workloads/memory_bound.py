@@ -2,7 +2,8 @@
 and an AdamW step over many small tensors.
 
 The triad's native C version is timed beside it as the machine's memory
-bandwidth. GELU/LayerNorm/softmax report effective bandwidth: bytes of one read of the
+bandwidth. GELU/LayerNorm/softmax (fused ATen kernels, and written out as separate ops)
+report effective bandwidth: bytes of one read of the
 input and one write of the output per step, over time (GB/s), i.e. what a
 single fused pass would move; the unfused eager GELU moves far more. The
 optimizer reports steps/s; it pins foreach=True on every device (AdamW's
@@ -35,6 +36,33 @@ def _build_gelu(n, device, compile):
 def _build_layernorm(rows, cols, device, compile):
     w, b = (1 + 0.1 * _randn(cols, seed=1)).to(device), (0.1 * _randn(cols, seed=2)).to(device)
     f = compile(lambda x: F.layer_norm(x, (cols,), w, b))
+    x = _randn(rows, cols).to(device)
+    return Instance(lambda: f(x), work=2 * rows * cols * 4 / 1e9)
+
+
+def layernorm_unfused(x, w, b, eps=1e-5):
+    """LayerNorm written out as model code often does (mean, variance,
+    normalise, scale, shift: 8 separate ops in eager)."""
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    return (x - mean) * torch.rsqrt(var + eps) * w + b
+
+
+def softmax_unfused(x):
+    """softmax written out: max, subtract, exp, sum, divide (5 ops in eager)."""
+    e = torch.exp(x - x.amax(-1, keepdim=True))
+    return e / e.sum(-1, keepdim=True)
+
+
+def _build_layernorm_unfused(rows, cols, device, compile):
+    w, b = (1 + 0.1 * _randn(cols, seed=1)).to(device), (0.1 * _randn(cols, seed=2)).to(device)
+    f = compile(layernorm_unfused)
+    x = _randn(rows, cols).to(device)
+    return Instance(lambda: f(x, w, b), work=2 * rows * cols * 4 / 1e9)
+
+
+def _build_softmax_unfused(rows, cols, device, compile):
+    f = compile(softmax_unfused)
     x = _randn(rows, cols).to(device)
     return Instance(lambda: f(x), work=2 * rows * cols * 4 / 1e9)
 
@@ -111,6 +139,12 @@ def workloads(quick):
         Workload(name="softmax", group="memory-bound",
                  title=f"softmax {sm[0]}x{sm[1]} fp32 (last dim)", unit="GB/s",
                  build=functools.partial(_build_softmax, *sm), params={"shape": sm}),
+        Workload(name="layernorm_unfused", group="memory-bound",
+                 title=f"LayerNorm as 8 separate ops {ln[0]}x{ln[1]} fp32", unit="GB/s",
+                 build=functools.partial(_build_layernorm_unfused, *ln), params={"shape": ln}),
+        Workload(name="softmax_unfused", group="memory-bound",
+                 title=f"softmax as 5 separate ops {sm[0]}x{sm[1]} fp32", unit="GB/s",
+                 build=functools.partial(_build_softmax_unfused, *sm), params={"shape": sm}),
         Workload(name="adamw_small_tensors", group="memory-bound",
                  title=f"AdamW step (foreach) over {adam[0]} tensors ({adam[1]}x{adam[1]} and {adam[1]})",
                  unit="steps/s", build=functools.partial(_build_adamw, *adam),

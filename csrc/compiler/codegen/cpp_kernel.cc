@@ -31,10 +31,34 @@ std::string literal(double v, bool is_int, DType ct) {
   return "static_cast<" + t + ">(" + buf + ")";
 }
 
+// Largest row (elements over the reduced dims) whose costly values a row
+// kernel keeps in a stack array between passes.
+constexpr int64_t kRowCacheMax = 8192;
+
+bool costly(const Node* n) {
+  static const std::set<std::string> ops = {
+      "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh", "sigmoid", "erf", "erfc", "sin",
+      "cos", "tan", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "pow", "atan2"};
+  return n->kind == NodeKind::Pointwise && ops.count(n->op) > 0;
+}
+
 class KernelWriter {
  public:
-  KernelWriter(const KernelGroup& g, const std::string& name, const std::vector<std::string>& symbols)
-      : g_(g), name_(name), symbols_(symbols) {}
+  // `row_cache`: values (node@coordinates) a row-reduction kernel keeps in a
+  // per-row array when first computed and reads back in later passes over the
+  // row (softmax's exp), instead of recomputing them.
+  KernelWriter(const KernelGroup& g, const std::string& name, const std::vector<std::string>& symbols,
+               std::set<std::string> row_cache = {})
+      : g_(g), name_(name), symbols_(symbols), cache_keys_(std::move(row_cache)) {}
+
+  // After run(): costly values that more than one pass over a row computed.
+  std::set<std::string> recomputed_costly_values() const {
+    std::set<std::string> out;
+    if (row_flat_.empty()) return out;
+    for (auto& [key, passes] : key_passes_)
+      if (passes.size() > 1 && costly_keys_.count(key)) out.insert(key);
+    return out;
+  }
 
   GeneratedKernel run() {
     if (g_.kind == KernelGroup::Kind::Pointwise) write_pointwise();
@@ -105,6 +129,12 @@ class KernelWriter {
     hoist_indent_ = indent_;
   }
 
+  void insert_at_row_start(const std::string& text) {
+    std::string l = std::string(hoist_indent_ * 2, ' ') + text + "\n";
+    body_.insert(hoist_pos_, l);
+    hoist_pos_ += l.size();
+  }
+
   std::string index_text(const Expr& idx) {
     if (hoist_pos_ == std::string::npos) return idx.cpp();
     std::vector<Expr> terms = idx.kind() == Expr::Kind::Add ? idx.operands() : std::vector<Expr>{idx};
@@ -137,10 +167,26 @@ class KernelWriter {
       auto f = it->find(key);
       if (f != it->end()) return f->second;
     }
+    if (auto cached = row_cache_.find(key); cached != row_cache_.end() && row_pass_ >= 0) {
+      std::string var = fresh();
+      line("const " + value_type(n) + " " + var + " = " + cached->second + "[" + row_flat_ + "];");
+      scopes_.back()[key] = var;
+      return var;
+    }
     std::string expr = compute(n, c);
     std::string var = fresh();
     line("const " + value_type(n) + " " + var + " = " + expr + ";");
     scopes_.back()[key] = var;
+    if (row_pass_ >= 0) {
+      key_passes_[key].insert(row_pass_);
+      if (costly(n)) costly_keys_.insert(key);
+      if (cache_keys_.count(key) && !row_cache_.count(key) && !row_flat_.empty()) {
+        std::string array = "rc" + std::to_string(n->id);
+        insert_at_row_start(value_type(n) + " " + array + "[" + std::to_string(row_len_) + "];");
+        line(array + "[" + row_flat_ + "] = " + var + ";");
+        row_cache_[key] = array;
+      }
+    }
     return var;
   }
 
@@ -355,6 +401,7 @@ class KernelWriter {
     ++indent_;
     decompose("ro", "k", kept, row);
     begin_hoisting(row);
+    plan_row_cache(reduced);
     scopes_.emplace_back();
     for (Node* r : g_.roots) current_roots_.insert(r->id);
     row_key_ = join_keys(row);
@@ -370,12 +417,16 @@ class KernelWriter {
           if (next->kind != NodeKind::Reduce || depends_on_any(next, batch)) break;
           batch.push_back(next);
         }
+        row_pass_ = ++passes_;
         write_reduce_pass(batch, row, reduced);
+        row_pass_ = -1;
         i += batch.size();
         continue;
       }
       if (r->shape == g_.shape) {
+        row_pass_ = ++passes_;
         write_epilogue(r, row, reduced);
+        row_pass_ = -1;
       } else {
         store(r, row_coords(r, row), emit(r, row_coords(r, row)));
       }
@@ -385,6 +436,21 @@ class KernelWriter {
     --indent_;
     line("}");
     scopes_.pop_back();
+  }
+
+  // The flat position in the row of the reduced coordinates, for row cache
+  // arrays; only for rows of known, modest length.
+  void plan_row_cache(const std::vector<int64_t>& reduced) {
+    int64_t len = 1;
+    Expr flat(0);
+    for (int64_t d : reduced) {
+      if (!g_.shape[d].is_const()) return;
+      len *= g_.shape[d].value();
+      flat = flat * g_.shape[d] + Expr::symbol("r" + std::to_string(d));
+    }
+    if (len > kRowCacheMax) return;
+    row_len_ = len;
+    row_flat_ = flat.cpp();
   }
 
   std::vector<Expr> row_coords(Node* r, const std::vector<Expr>& row) {
@@ -644,13 +710,25 @@ class KernelWriter {
   std::map<std::string, std::string> hoisted_;  // index expression -> variable
   size_t hoist_pos_ = std::string::npos;  // where hoisted definitions go in body_
   int hoist_indent_ = 0;
+  // Row cache (row reductions): which values to keep, which were kept where.
+  std::set<std::string> cache_keys_;
+  std::map<std::string, std::string> row_cache_;        // node@coordinates -> array
+  std::map<std::string, std::set<int>> key_passes_;     // node@coordinates -> passes computing it
+  std::set<std::string> costly_keys_;
+  int row_pass_ = -1, passes_ = 0;  // the pass over the row being written (-1: none)
+  int64_t row_len_ = 0;
+  std::string row_flat_;            // C++ flat index within the row; empty: no row cache
 };
 
 }  // namespace
 
 GeneratedKernel generate_kernel(const KernelGroup& group, const std::string& name,
                                 const std::vector<std::string>& symbols) {
-  return KernelWriter(group, name, symbols).run();
+  KernelWriter first(group, name, symbols);
+  GeneratedKernel k = first.run();
+  std::set<std::string> keep = first.recomputed_costly_values();
+  if (keep.empty()) return k;
+  return KernelWriter(group, name, symbols, std::move(keep)).run();
 }
 
 }  // namespace openneuron::compiler
