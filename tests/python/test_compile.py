@@ -186,6 +186,16 @@ def test_automatic_dynamic_shapes():
     assert compiler.metrics()["graphs"] == 2, compiler.metrics()
 
 
+def test_tensor_constants_created_in_forward():
+    # AOTAutograd lifts tensors made inside forward into get_attr constants.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", compiler.CompileFallbackWarning)
+        x = torch.randn(3, 2, device=DEV)
+        check(lambda x: x * torch.tensor([2.0, 3.0], device=x.device) + torch.tensor(1.5, device=x.device), x,
+              grad=True)
+    assert compiler.metrics()["graphs_fallback"] == 0, compiler.metrics()
+
+
 def test_recompile_logs_the_failed_guard(caplog):
     f = torch.compile(lambda x, scale: x * scale, backend="neuron")
     x = torch.randn(4, device=DEV)

@@ -3,6 +3,7 @@ backward, decomposed to core ATen) -> the OpenNeuron compiler (C++) -> a
 wrapper that runs generated kernels and extern library kernels on the
 current stream."""
 
+import copy
 import itertools
 import json
 import logging
@@ -82,12 +83,53 @@ def _fallback(gm, name, reason):
     return torch._functorch.aot_autograd.make_boxed_func(gm.forward)
 
 
+def _lift_constants(gm: torch.fx.GraphModule):
+    """A copy of `gm` whose tensor constants (get_attr nodes: tensors a model
+    creates in forward, lifted by AOTAutograd) are extra inputs after the
+    graph's own; returns it and the constants to pass for them."""
+    attrs = [n for n in gm.graph.nodes if n.op == "get_attr"]
+    if not attrs:
+        return gm, []
+    graph = copy.deepcopy(gm.graph)
+    attrs = [n for n in graph.nodes if n.op == "get_attr"]
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    constants = []
+    for i, node in enumerate(attrs):
+        value = gm
+        for part in node.target.split("."):
+            value = getattr(value, part)
+        if not isinstance(value, torch.Tensor):
+            raise _native.CompilerUnsupported(f"graph constant {node.target} is a {type(value).__name__}")
+        anchor = placeholders[-1] if placeholders else None
+        with (graph.inserting_after(anchor) if anchor else graph.inserting_before(next(iter(graph.nodes)))):
+            ph = graph.placeholder(f"_constant_{i}")
+        ph.meta = dict(node.meta)
+        ph.meta.setdefault("val", value)
+        node.replace_all_uses_with(ph)
+        graph.erase_node(node)
+        placeholders.append(ph)
+        constants.append(value)
+    return torch.fx.GraphModule(gm, graph), constants
+
+
+def _with_constants(fn, constants):
+    """Boxed `fn` called with `constants` appended to its arguments."""
+    def run(args):
+        args.extend(constants)
+        return fn(args)
+
+    run._boxed_call = True
+    return run
+
+
 def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "forward"):
     """Compiles one AOT graph (forward or backward); returns a boxed callable."""
     name = f"graph_{next(_graph_ids)}_{kind}"
     s = settings()
     t0 = time.perf_counter()
+    original = gm
     try:
+        gm, constants = _lift_constants(gm)
         graph = graph_json(gm)
         plan = _native.compile_graph(
             graph,
@@ -95,7 +137,7 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "forw
              "debug": bool(s.debug_dir)},
         )
     except _native.CompilerUnsupported as e:
-        return _fallback(gm, name, str(e))
+        return _fallback(original, name, str(e))
     plan["symbols"] = graph["symbols"]
     if plan["fallbacks"]:
         ops = "; ".join(f"{f['op']} ({f['reason']})" for f in plan["fallbacks"])
@@ -109,7 +151,9 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "forw
     try:
         fn, source = WrapperBuilder(gm, plan, device, name).build(handles)
     except _native.CompilerUnsupported as e:
-        return _fallback(gm, name, str(e))
+        return _fallback(original, name, str(e))
+    if constants:
+        fn = _with_constants(fn, constants)
     elapsed = time.perf_counter() - t0
     cache = plan.get("cache")
     metrics.record_graph(plan, elapsed)
