@@ -337,9 +337,9 @@ class KernelWriter {
     const std::vector<Expr>& shape = g_.shape;
     std::vector<Expr> coord(shape.size(), Expr(0));
     if (shape.empty()) return coord;
-    std::vector<int64_t> outer;
-    for (size_t d = 0; d + 1 < shape.size(); ++d) outer.push_back(static_cast<int64_t>(d));
-    int64_t inner = static_cast<int64_t>(shape.size()) - 1;
+    std::vector<int64_t> order = loop_order();
+    std::vector<int64_t> outer(order.begin(), order.end() - 1);
+    int64_t inner = order.back();
     if (!outer.empty()) {
       Expr count(1);
       for (int64_t d : outer) count = count * shape[d];
@@ -359,6 +359,27 @@ class KernelWriter {
     ++open_;
     coord[inner] = Expr::symbol(var);
     return coord;
+  }
+
+  // Dims from outermost to innermost loop: by the first full-size output's
+  // strides, largest first, so stores are contiguous in the inner loop (a
+  // permuted, column-major output would otherwise be written with a stride).
+  // Logical order when the strides are symbolic.
+  std::vector<int64_t> loop_order() const {
+    std::vector<int64_t> order(g_.shape.size());
+    for (size_t d = 0; d < order.size(); ++d) order[d] = static_cast<int64_t>(d);
+    for (Node* r : g_.roots) {
+      if (r->shape != g_.shape) continue;
+      std::vector<Expr> strides = r->buffer_strides();
+      for (const Expr& st : strides)
+        if (!st.is_const()) return order;
+      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        auto key = [&](int64_t d) { return g_.shape[d].equals(1) ? INT64_MAX : strides[d].value(); };
+        return key(a) > key(b);
+      });
+      return order;
+    }
+    return order;
   }
 
   void close_loops() {
