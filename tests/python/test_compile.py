@@ -196,6 +196,22 @@ def test_tensor_constants_created_in_forward():
     assert compiler.metrics()["graphs_fallback"] == 0, compiler.metrics()
 
 
+@torch.no_grad()
+def test_input_updated_through_index_copy_is_updated_in_place():
+    # A static KV cache: the functionalized index_put + copy_ back becomes index_put_.
+    def step(cache, pos, v):
+        cache.index_copy_(1, pos, v)
+        return cache.sum(1) * 2
+
+    f = torch.compile(step, backend="neuron")
+    cache, ref = torch.zeros(2, 8, 4, device=DEV), torch.zeros(2, 8, 4)
+    for i in range(3):
+        pos, v = torch.tensor([i]), torch.randn(2, 1, 4)
+        torch.testing.assert_close(f(cache, pos.to(DEV), v.to(DEV)).cpu(), step(ref, pos, v))
+        torch.testing.assert_close(cache.cpu(), ref)
+    assert "aten.index_put_.default" in compiler.metrics()["extern_ops"], compiler.metrics()
+
+
 def test_recompile_logs_the_failed_guard(caplog):
     f = torch.compile(lambda x, scale: x * scale, backend="neuron")
     x = torch.randn(4, device=DEV)

@@ -112,6 +112,31 @@ def _lift_constants(gm: torch.fx.GraphModule):
     return torch.fx.GraphModule(gm, graph), constants
 
 
+def _reinplace_input_updates(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """`copy_(x, index_put(x, idx, v))` on a graph input x (a functionalized
+    `x.index_copy_(...)` / `x[idx] = v`, e.g. a static KV cache) becomes
+    `index_put_(x, idx, v)`: without it every decode step copies the whole
+    cache twice. Only when nothing else reads x, so no reader can see the
+    update early whatever order the kernels run in."""
+    def matches(node):
+        if node.op != "call_function" or node.target is not aten.copy_.default or len(node.args) < 2:
+            return False
+        dst, src = node.args[:2]
+        return (isinstance(dst, torch.fx.Node) and dst.op == "placeholder" and isinstance(src, torch.fx.Node)
+                and src.op == "call_function" and src.target is aten.index_put.default and src.args[0] is dst
+                and set(dst.users) == {src, node} and not node.users)
+
+    if not any(matches(n) for n in gm.graph.nodes):
+        return gm
+    graph = copy.deepcopy(gm.graph)
+    for node in list(graph.nodes):
+        if matches(node):
+            dst, src = node.args[:2]
+            src.target = aten.index_put_.default
+            graph.erase_node(node)
+    return torch.fx.GraphModule(gm, graph)
+
+
 def _with_constants(fn, constants):
     """Boxed `fn` called with `constants` appended to its arguments."""
     def run(args):
@@ -129,7 +154,7 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "forw
     t0 = time.perf_counter()
     original = gm
     try:
-        gm, constants = _lift_constants(gm)
+        gm, constants = _lift_constants(_reinplace_input_updates(gm))
         graph = graph_json(gm)
         plan = _native.compile_graph(
             graph,
