@@ -141,6 +141,19 @@ class Scheduler {
     for (Node* n : g_.live_nodes())
       if (n->kind == NodeKind::Extern)
         for (Node* in : n->inputs) needs_tensor(in, false);
+    materialize_shared_heavy_values();
+  }
+
+  // A pointwise value with several users that reads many buffers (a sum of
+  // gradients through every layer) would be recomputed, with all its reads,
+  // by each kernel that uses it; it gets a buffer of its own instead
+  // (Inductor's realize_reads_threshold plays the same role).
+  static constexpr size_t kSharedReadsThreshold = 4;
+  void materialize_shared_heavy_values() {
+    for (Node* n : g_.live_nodes()) {  // topological: earlier buffers shrink later cones
+      if (n->kind != NodeKind::Pointwise || n->materialize || n->users.size() < 2) continue;
+      if (cone(n).leaves.size() >= kSharedReadsThreshold) n->materialize = true;
+    }
   }
 
   struct Cone {
