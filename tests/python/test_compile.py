@@ -196,6 +196,15 @@ def test_tensor_constants_created_in_forward():
     assert compiler.metrics()["graphs_fallback"] == 0, compiler.metrics()
 
 
+def test_attention_is_the_fused_flash_kernel():
+    q, k, v = (torch.randn(2, 3, 16, 8, device=DEV) for _ in range(3))
+    check(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True).sin(), q, k, v, grad=True,
+          atol=1e-4, rtol=1e-4)
+    ops = compiler.metrics()["extern_ops"]
+    assert "aten._scaled_dot_product_flash_attention_for_cpu.default" in ops, ops
+    assert "aten._scaled_dot_product_flash_attention_for_cpu_backward.default" in ops, ops
+
+
 @torch.no_grad()
 def test_input_updated_through_index_copy_is_updated_in_place():
     # A static KV cache: the functionalized index_put + copy_ back becomes index_put_.

@@ -1,9 +1,12 @@
 // scaled_dot_product_attention picks its algorithm through a per-device
 // stub; devices without an entry get the slow "math" path, with numerics
-// unlike CPU's. The neuron entry asks the CPU selection (through the router,
-// on CPU views), so neuron runs the same fused CPU kernels as CPU.
+// unlike CPU's. The neuron entry runs CPU's selection function itself (it
+// only looks at shapes, strides, dtypes and flags), so neuron runs the same
+// fused CPU kernels as CPU -- also while torch.compile traces with fake
+// tensors, where dispatching the _fused_sdp_choice op would reach its meta
+// kernel and always answer "math".
 #include <ATen/native/transformers/attention.h>
-#include <ATen/ops/_fused_sdp_choice.h>
+#include <ATen/ops/_fused_sdp_choice_native.h>
 
 namespace openneuron::integration {
 namespace {
@@ -13,8 +16,8 @@ int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key,
                          const std::optional<at::Tensor>& attn_mask,
                          double dropout_p, bool is_causal,
                          std::optional<double> scale, bool enable_gqa) {
-  return at::_fused_sdp_choice(query, key, value, attn_mask, dropout_p,
-                               is_causal, scale, enable_gqa);
+  return at::native::_fused_sdp_choice_cpp(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                                           enable_gqa);
 }
 
 }  // namespace

@@ -53,7 +53,11 @@ def decompositions():
     )
     # var and var_mean are lowered (two passes over the row, in one kernel with
     # their neighbours); their decomposition is to prims the compiler does not know.
-    for op in (aten.var_mean, aten.var):
+    # Attention stays the fused CPU flash-attention kernel (an extern, as in
+    # eager: neuron's SDPA choice is CPU's); decomposed it would be bmm +
+    # softmax + bmm with the whole score matrix in memory.
+    for op in (aten.var_mean, aten.var, aten.scaled_dot_product_attention,
+               aten._scaled_dot_product_flash_attention_for_cpu):
         for overload in op.overloads():
             table.pop(getattr(op, overload), None)
     return table
