@@ -200,6 +200,15 @@ def test_attention_is_the_fused_flash_kernel():
     q, k, v = (torch.randn(2, 3, 16, 8, device=DEV) for _ in range(3))
     check(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True).sin(), q, k, v, grad=True,
           atol=1e-4, rtol=1e-4)
+    # q, k, v as transposed views of one projection (as in GPT-2): the kernel
+    # picks its output layout from q's, which the compiled graph must match.
+    x, w = torch.randn(2, 8, 64, device=DEV), torch.randn(64, 192, device=DEV)
+
+    def attention(x, w):
+        q, k, v = (t.view(2, 8, 4, 16).transpose(1, 2) for t in (x @ w).split(64, dim=2))
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(2, 8, 64)
+
+    check(attention, x, w, grad=True, atol=1e-4, rtol=1e-4)
     ops = compiler.metrics()["extern_ops"]
     assert "aten._scaled_dot_product_flash_attention_for_cpu.default" in ops, ops
     assert "aten._scaled_dot_product_flash_attention_for_cpu_backward.default" in ops, ops

@@ -1,5 +1,6 @@
 #include "compiler/ir/graph.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace openneuron::compiler {
@@ -39,8 +40,25 @@ static bool is_dense(const std::vector<Expr>& shape, const std::vector<Expr>& st
 
 std::vector<Expr> Node::buffer_strides() const {
   if (kind == NodeKind::Input || kind == NodeKind::ExternOutput) return strides;
-  if (meta_strides.size() == shape.size() && is_dense(shape, meta_strides)) return meta_strides;
-  return contiguous_strides(shape);
+  if (meta_strides.size() != shape.size()) return contiguous_strides(shape);
+  if (is_dense(shape, meta_strides)) return meta_strides;
+  // Not dense (a permuted view into a wider buffer): dense strides in the
+  // same dim order, as eager's empty_like keeps it, so kernels that choose
+  // their output layout from an input's (CPU flash attention) see what the
+  // trace saw.
+  for (const Expr& st : meta_strides)
+    if (!st.is_const()) return contiguous_strides(shape);
+  std::vector<size_t> order(shape.size());
+  for (size_t d = 0; d < order.size(); ++d) order[d] = d;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return meta_strides[a].value() > meta_strides[b].value(); });
+  std::vector<Expr> out(shape.size(), Expr(1));
+  Expr stride(1);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    out[*it] = stride;
+    stride = stride * shape[*it];
+  }
+  return out;
 }
 
 Node* Graph::add(NodeKind kind, const std::string& op) {

@@ -32,6 +32,18 @@ def _py_expr(e) -> str:
     return f"{op}({', '.join(parts)})"
 
 
+def _in_layout(t, stride):
+    """`t`, or a copy of it with strides `stride` when its own differ (in a
+    dim of size > 1). The compiler plans with the strides an extern's output
+    had when traced; some kernels pick their output layout from their
+    inputs' (CPU flash attention), and ours may lay those inputs out
+    differently than the trace did."""
+    if all(a == b for n, a, b in zip(t.shape, t.stride(), stride) if n > 1):
+        return t
+    out = torch.empty_strided(t.shape, stride, dtype=t.dtype, device=t.device)
+    return out.copy_(t)
+
+
 class WrapperBuilder:
     def __init__(self, gm, plan, device, name):
         self.gm = gm
@@ -40,7 +52,8 @@ class WrapperBuilder:
         self.name = name
         self.lines = []
         self.globals = {"torch": torch, "_launch": _C._launch_compiled_kernel, "_device": device,
-                        "_empty_strided": torch.empty_strided, "_as_strided": torch.as_strided}
+                        "_empty_strided": torch.empty_strided, "_as_strided": torch.as_strided,
+                        "_in_layout": _in_layout}
         self.nodes = {n.name: n for n in gm.graph.nodes}
         self.extern_args = {}  # of the extern being written: FX name -> IR node id
         self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -136,7 +149,8 @@ class WrapperBuilder:
         self.emit(f"fx_{node.name} = {target}({args}{kwargs})")
         for out in step["outputs"]:
             index = "" if out["index"] < 0 else f"[{out['index']}]"
-            self.emit(f"b{out['id']} = fx_{node.name}{index}")
+            stride = "(" + "".join(f"{s}, " for s in out["stride"]) + ")"
+            self.emit(f"b{out['id']} = _in_layout(fx_{node.name}{index}, {stride})")
 
     def alias_step(self, step):
         shape = "(" + "".join(f"{s}, " for s in step["shape"]) + ")"
