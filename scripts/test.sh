@@ -13,4 +13,6 @@ echo "[test] Python suite"
 # The compile fuzzer runs the same seeds every time: at most 60 s and at most
 # these programs (all known to pass; later seeds are for exploring).
 export OPENNEURON_FUZZ_PROGRAMS="${OPENNEURON_FUZZ_PROGRAMS:-500}"
+# Compiled-vs-eager OpInfo check: 1 sample per op and dtype in CI (~1.5 min); 3 by default.
+export OPENNEURON_OPINFO_SAMPLES="${OPENNEURON_OPINFO_SAMPLES:-1}"
 .venv/bin/python -m pytest -q -p no:cacheprovider tests/python "$@"
