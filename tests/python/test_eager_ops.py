@@ -597,3 +597,19 @@ def test_ops_in_worker_threads():
         """
     )
     assert proc.stdout.strip() == "0"
+
+
+def test_attention_mask_requiring_grad_picks_a_differentiable_kernel():
+    # CPU's choice: math when attn_mask requires grad (the flash kernel is not
+    # differentiable w.r.t. it); elsewhere the fused flash kernel, as on CPU.
+    q = torch.randn(2, 2, 3, 8)
+    k = v = torch.randn(2, 2, 6, 8)
+    m = torch.randn(2, 2, 3, 6, requires_grad=True)
+    mn = m.detach().to(DEV).requires_grad_()
+    out = F.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV), attn_mask=mn)
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+    torch.testing.assert_close(out.cpu(), ref)
+    out.sum().backward()
+    ref.sum().backward()
+    torch.testing.assert_close(mn.grad.cpu(), m.grad)
+    assert torch._fused_sdp_choice(q.to(DEV), k.to(DEV), v.to(DEV)) == torch._fused_sdp_choice(q, k, v)
