@@ -230,6 +230,21 @@ def test_input_updated_through_index_copy_is_updated_in_place():
     assert "aten.index_put_.default" in compiler.metrics()["extern_ops"], compiler.metrics()
 
 
+def test_symbolic_int_scalars_are_kernel_arguments():
+    # A SymInt operand (a size, a Python int marked dynamic) is evaluated in
+    # the kernel, not a reason to run the op eagerly.
+    def f(x, n):
+        return (x + n) * (n - 1), torch.full((3,), n, device=x.device) * 2, x.clamp(min=n - 5)
+
+    cf = torch.compile(f, backend="neuron", dynamic=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", compiler.CompileFallbackWarning)
+        for n in (3, 4, 7):
+            x = torch.arange(6.0, device=DEV).reshape(2, 3)
+            torch.testing.assert_close(cf(x, n), f(x, n))
+    assert compiler.metrics()["graphs"] == 1, compiler.metrics()
+
+
 def test_recompile_logs_the_failed_guard(caplog):
     f = torch.compile(lambda x, scale: x * scale, backend="neuron")
     x = torch.randn(4, device=DEV)

@@ -251,7 +251,15 @@ class Lowerer {
     double scalar = 0;
     bool scalar_is_int = false;
     bool scalar_is_bool = false;
+    std::optional<Expr> sym;  // a symbolic int scalar (SymInt): the kernel evaluates it
   };
+
+  // A scalar operand as a constant node (symbolic ones evaluated in the kernel).
+  Node* scalar_constant(const Operand& o, DType dtype, const std::vector<Expr>& shape) {
+    Node* c = constant(o.scalar, o.scalar_is_int, dtype, shape);
+    if (o.sym) c->view_args = {*o.sym};
+    return c;
+  }
   Operand operand(const Json& a) {
     Operand o;
     if ((o.node = tensor_arg(a))) return o;
@@ -261,6 +269,7 @@ class Lowerer {
     if (a.is_object() && a.has("ref")) {
       const Value& v = value(a.at("ref").as_string());
       if (v.sym && v.sym->is_const()) { o.scalar = static_cast<double>(v.sym->value()); o.scalar_is_int = true; return o; }
+      if (v.sym) { o.sym = *v.sym; o.scalar_is_int = true; return o; }
     }
     throw UnsupportedError("unsupported operand " + a.dump());
   }
@@ -303,7 +312,7 @@ class Lowerer {
     if ((op == "add" || op == "sub") && (kwargs.has("alpha") || args.size() > 2)) {
       const Json& alpha = args.size() > 2 ? args[2] : kwargs.at("alpha");
       Operand a = operand(alpha);
-      if (a.node) throw UnsupportedError("tensor alpha");
+      if (a.node || a.sym) throw UnsupportedError("tensor or symbolic alpha");
       if (ops[1].node) {
         DType ct = compute_dtype(m.dtype);
         Node* scaled = g_.add(NodeKind::Pointwise, "mul");
@@ -333,7 +342,7 @@ class Lowerer {
     for (size_t i = 0; i < ops.size(); ++i) {
       DType operand_dtype = (op == "where" && i == 0) ? DType::Bool : ct;
       if (ops[i].node) n->inputs.push_back(broadcast(ops[i].node, m.shape));
-      else n->inputs.push_back(constant(ops[i].scalar, ops[i].scalar_is_int, operand_dtype, m.shape));
+      else n->inputs.push_back(scalar_constant(ops[i], operand_dtype, m.shape));
     }
     return n;
   }
@@ -352,7 +361,7 @@ class Lowerer {
       Node* n = new_node(NodeKind::Pointwise, op, m);
       n->compute = ct;
       n->inputs = {broadcast(cur, m.shape),
-                   b.node ? broadcast(b.node, m.shape) : constant(b.scalar, b.scalar_is_int, ct, m.shape)};
+                   b.node ? broadcast(b.node, m.shape) : scalar_constant(b, ct, m.shape)};
       cur = n;
     }
     return cur == x ? cast(x, m.dtype) : cur;
@@ -384,7 +393,7 @@ class Lowerer {
     Operand o = operand(v);
     if (o.node) throw UnsupportedError("tensor fill value");
     if (is_complex(m.dtype)) throw UnsupportedError("complex dtype");
-    return constant(o.scalar, o.scalar_is_int, m.dtype, m.shape);
+    return scalar_constant(o, m.dtype, m.shape);
   }
 
   std::vector<int64_t> reduce_dims(const Json& dims_arg, int rank) {
