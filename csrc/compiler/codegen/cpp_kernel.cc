@@ -152,9 +152,7 @@ class KernelWriter {
     std::string& var = hoisted_[fixed.key()];
     if (var.empty()) {
       var = "h" + std::to_string(hoisted_.size());
-      std::string text = std::string(hoist_indent_ * 2, ' ') + "const int64_t " + var + " = " + fixed.cpp() + ";\n";
-      body_.insert(hoist_pos_, text);
-      hoist_pos_ += text.size();
+      insert_at_row_start("const int64_t " + var + " = " + fixed.cpp() + ";");
     }
     return varying.equals(0) ? var : var + " + (" + varying.cpp() + ")";
   }
@@ -431,13 +429,7 @@ class KernelWriter {
       Node* r = g_.roots[i];
       current_root_ = r->id;
       if (r->kind == NodeKind::Reduce) {
-        // Adjacent independent reductions share one pass over the row.
-        std::vector<Node*> batch = {r};
-        while (i + batch.size() < g_.roots.size()) {
-          Node* next = g_.roots[i + batch.size()];
-          if (next->kind != NodeKind::Reduce || depends_on_any(next, batch)) break;
-          batch.push_back(next);
-        }
+        std::vector<Node*> batch = reduction_batch(i);
         row_pass_ = ++passes_;
         write_reduce_pass(batch, row, reduced);
         row_pass_ = -1;
@@ -457,6 +449,18 @@ class KernelWriter {
     --indent_;
     line("}");
     scopes_.pop_back();
+  }
+
+  // The reduction root at `i` and the adjacent reductions independent of it:
+  // they share one pass over the row.
+  std::vector<Node*> reduction_batch(size_t i) {
+    std::vector<Node*> batch = {g_.roots[i]};
+    while (i + batch.size() < g_.roots.size()) {
+      Node* next = g_.roots[i + batch.size()];
+      if (next->kind != NodeKind::Reduce || depends_on_any(next, batch)) break;
+      batch.push_back(next);
+    }
+    return batch;
   }
 
   // The flat position in the row of the reduced coordinates, for row cache
@@ -526,7 +530,7 @@ class KernelWriter {
     std::map<std::string, std::vector<std::string>> clauses;  // combiner -> variables
     for (Node* r : batch) {
       std::string id = std::to_string(r->id);
-      if ((r->op == "max" || r->op == "min") && is_floating(r->compute)) {
+      if (has_nan_flag(r)) {
         line("int nan" + id + " = 0;");
         clauses["|"].push_back("nan" + id);
       }
@@ -555,12 +559,9 @@ class KernelWriter {
     for (Node* r : batch) {
       std::string id = std::to_string(r->id);
       std::string acc = "acc" + id;
-      if ((r->op == "max" || r->op == "min") && is_floating(r->compute))
+      if (has_nan_flag(r))
         line("if (nan" + id + ") " + acc + " = std::numeric_limits<" + compute_ctype(r->compute) + ">::quiet_NaN();");
-      std::string value = "static_cast<" + value_type(r) + ">(" + acc + ")";
-      // A 16-bit result is rounded once per row, as PyTorch's kernel does.
-      if (r->dtype == DType::Float16 || r->dtype == DType::BFloat16)
-        value = "static_cast<float>(static_cast<" + std::string(storage_ctype(r->dtype)) + ">(" + acc + "))";
+      std::string value = reduction_value(r, acc);
       accumulators_[r->id] = value;
       if (r->materialize) store(r, row, value);
     }
@@ -578,6 +579,19 @@ class KernelWriter {
     for (Node* r : g_.roots)
       if (r->kind != NodeKind::Reduce && r->shape == g_.shape) return false;
     return true;
+  }
+
+  // A floating max/min keeps a NaN flag beside its accumulator.
+  static bool has_nan_flag(const Node* r) {
+    return (r->op == "max" || r->op == "min") && is_floating(r->compute);
+  }
+
+  // The finished reduction `acc` as a value of `r`: a 16-bit result is
+  // rounded once per row, as PyTorch's kernel does.
+  std::string reduction_value(const Node* r, const std::string& acc) {
+    if (r->dtype == DType::Float16 || r->dtype == DType::BFloat16)
+      return "static_cast<float>(static_cast<" + std::string(storage_ctype(r->dtype)) + ">(" + acc + "))";
+    return "static_cast<" + value_type(r) + ">(" + acc + ")";
   }
 
   static std::string reduction_init(const Node* r) {
@@ -641,12 +655,7 @@ class KernelWriter {
         ++i;
         continue;
       }
-      std::vector<Node*> batch = {r};
-      while (i + batch.size() < g_.roots.size()) {
-        Node* next = g_.roots[i + batch.size()];
-        if (next->kind != NodeKind::Reduce || depends_on_any(next, batch)) break;
-        batch.push_back(next);
-      }
+      std::vector<Node*> batch = reduction_batch(i);
       write_column_pass(batch, row, reduced, col);
       i += batch.size();
     }
@@ -675,7 +684,7 @@ class KernelWriter {
     for (Node* r : batch) {
       std::string id = std::to_string(r->id);
       line(std::string(compute_ctype(r->compute)) + " acc" + id + "[" + tile + "];");
-      bool flag = (r->op == "max" || r->op == "min") && is_floating(r->compute);
+      bool flag = has_nan_flag(r);
       if (flag) line("int nan" + id + "[" + tile + "];");
       line("for (int64_t t = 0; t < tw; ++t) { acc" + id + "[t] = " + reduction_init(r) + ";" +
            (flag ? " nan" + id + "[t] = 0;" : "") + " }");
@@ -693,13 +702,10 @@ class KernelWriter {
     close_row_loops(reduced);
     for (Node* r : batch) {
       std::string id = std::to_string(r->id);
-      if ((r->op == "max" || r->op == "min") && is_floating(r->compute))
+      if (has_nan_flag(r))
         line("for (int64_t t = 0; t < tw; ++t) if (nan" + id + "[t]) acc" + id + "[t] = std::numeric_limits<" +
              compute_ctype(r->compute) + ">::quiet_NaN();");
-      std::string acc = "acc" + id + "[t]";
-      std::string value = "static_cast<" + value_type(r) + ">(" + acc + ")";
-      if (r->dtype == DType::Float16 || r->dtype == DType::BFloat16)
-        value = "static_cast<float>(static_cast<" + std::string(storage_ctype(r->dtype)) + ">(" + acc + "))";
+      std::string value = reduction_value(r, "acc" + id + "[t]");
       accumulators_[r->id] = value;
       if (r->materialize) column_loop(col, [&] { store(r, row, value); });
     }
