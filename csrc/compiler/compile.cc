@@ -226,6 +226,7 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
       case GraphOutput::Kind::Int: j.set("kind", Json::string("number")); j.set("value", Json::integer(static_cast<int64_t>(o.number))); break;
       case GraphOutput::Kind::Float: j.set("kind", Json::string("number")); j.set("value", Json::number(o.number)); break;
       case GraphOutput::Kind::None: j.set("kind", Json::string("none")); break;
+      case GraphOutput::Kind::Input: j.set("kind", Json::string("input")); j.set("index", Json::integer(o.input_index)); break;
     }
     outputs.push(j);
   }

@@ -53,6 +53,12 @@ def test_tensor_parallel_mlp_and_attention_match_single_device():
     assert out.count("tensor_parallel OK") == 2, out
 
 
+@pytest.mark.timeout(300)
+def test_functional_collectives_and_tensor_parallel_under_compile_match_eager():
+    out = torchrun(2, "compiled")
+    assert out.count("compiled OK") == 2, out
+
+
 @pytest.mark.timeout(120)
 def test_dead_rank_fails_the_others_fast_with_a_clear_error():
     # Launched by hand: torchrun would kill the survivors itself.

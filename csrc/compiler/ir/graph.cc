@@ -132,6 +132,8 @@ std::string Graph::to_string() const {
     auto& o = outputs[i];
     if (o.node) out += "%" + std::to_string(o.node->id);
     else if (o.kind == GraphOutput::Kind::SymInt) out += o.expr.key();
+    else if (o.kind == GraphOutput::Kind::Input) out += "input" + std::to_string(o.input_index);
+    else if (o.kind == GraphOutput::Kind::Int || o.kind == GraphOutput::Kind::Float) out += std::to_string(o.number);
     else out += "None";
   }
   return out + ")\n";

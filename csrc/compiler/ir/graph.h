@@ -69,8 +69,11 @@ struct Node {
 };
 
 struct GraphOutput {
-  enum class Kind { None, Tensor, SymInt, Int, Float } kind = Kind::None;
+  // Input: a graph input that is neither a tensor nor a SymInt (an opaque
+  // object, e.g. a DTensor's mesh), returned as it came in.
+  enum class Kind { None, Tensor, SymInt, Int, Float, Input } kind = Kind::None;
   Node* node = nullptr;
+  int input_index = -1;
   Expr expr;
   double number = 0;
 };

@@ -18,6 +18,7 @@ struct Value {
   std::optional<Expr> sym;
   std::vector<Value> items;  // tuples
   bool is_tuple = false;
+  int opaque_input = -1;  // index of a graph input that is an opaque object
 };
 
 struct TensorMeta {
@@ -69,6 +70,7 @@ class Lowerer {
       v.sym = Expr::from_json(meta.at("expr"));
       g_.inputs.push_back(nullptr);
     } else {
+      v.opaque_input = static_cast<int>(g_.inputs.size());
       g_.inputs.push_back(nullptr);
     }
     values_[name] = v;
@@ -86,8 +88,11 @@ class Lowerer {
       } else if (v.sym) {
         out.kind = GraphOutput::Kind::SymInt;
         out.expr = *v.sym;
+      } else if (v.opaque_input >= 0) {
+        out.kind = GraphOutput::Kind::Input;
+        out.input_index = v.opaque_input;
       } else {
-        throw CompileError("graph output " + o.dump() + " is neither a tensor nor a SymInt");
+        throw CompileError("graph output " + o.dump() + " is neither a tensor, a SymInt nor a graph input");
       }
     } else if (o.is_int()) {
       out.kind = GraphOutput::Kind::Int;

@@ -180,6 +180,8 @@ class WrapperBuilder:
                 outs.append(o["expr"])
             elif o["kind"] == "number":
                 outs.append(repr(o["value"]))
+            elif o["kind"] == "input":
+                outs.append(f"a{o['index']}")
             else:
                 outs.append("None")
         self.emit(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")

@@ -193,26 +193,25 @@ def fsdp2():
     print(f"rank {RANK}: fsdp2 OK", flush=True)
 
 
-def tensor_parallel():
-    from torch.distributed.device_mesh import init_device_mesh
+class Attention(torch.nn.Module):
+    def __init__(self, dim=16, head_dim=4):
+        super().__init__()
+        self.head_dim = head_dim  # heads are split across ranks, not head_dim
+        self.q, self.k, self.v = (torch.nn.Linear(dim, dim) for _ in range(3))
+        self.o = torch.nn.Linear(dim, dim)
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        split = lambda y: y.view(b, t, -1, self.head_dim).transpose(1, 2)
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o(y.transpose(1, 2).reshape(b, t, -1))
+
+
+def parallel_pairs(mesh):
+    """An MLP and an attention block split across ranks (Colwise then
+    Rowwise), each with an unsplit copy holding the same parameters."""
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
-
-    init()
-    mesh = init_device_mesh("neuron", (WORLD,))
-
-    class Attention(torch.nn.Module):
-        def __init__(self, dim=16, head_dim=4):
-            super().__init__()
-            self.head_dim = head_dim  # heads are split across ranks, not head_dim
-            self.q, self.k, self.v = (torch.nn.Linear(dim, dim) for _ in range(3))
-            self.o = torch.nn.Linear(dim, dim)
-
-        def forward(self, x):
-            b, t, _ = x.shape
-            split = lambda y: y.view(b, t, -1, self.head_dim).transpose(1, 2)
-            q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
-            y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-            return self.o(y.transpose(1, 2).reshape(b, t, -1))
 
     torch.manual_seed(0)
     mlp = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16)).to(DEVICE)
@@ -223,16 +222,70 @@ def tensor_parallel():
     ref_attn.load_state_dict(attn.state_dict())
     parallelize_module(mlp, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
     parallelize_module(attn, mesh, {"q": ColwiseParallel(), "k": ColwiseParallel(), "v": ColwiseParallel(), "o": RowwiseParallel()})
+    return ((mlp, ref_mlp, "mlp"), (attn, ref_attn, "attention"))
+
+
+def check_parallel_pairs(pairs, wrap=lambda m: m):
+    """Forward and parameter gradients of each split model match its copy."""
     x = torch.randn(2, 6, 16, generator=torch.Generator().manual_seed(3)).to(DEVICE)
-    for model, ref, name in ((mlp, ref_mlp, "mlp"), (attn, ref_attn, "attention")):
-        out, ref_out = model(x), ref(x)
+    for model, ref, name in pairs:
+        out, ref_out = wrap(model)(x), ref(x)
         torch.testing.assert_close(out.cpu(), ref_out.cpu(), atol=1e-5, rtol=1e-4, msg=lambda m: f"{name}: {m}")
         out.sum().backward()
         ref_out.sum().backward()
         for (pname, p), q in zip(model.named_parameters(), ref.parameters()):
             grad = p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad
             torch.testing.assert_close(grad.cpu(), q.grad.cpu(), atol=1e-5, rtol=1e-4, msg=lambda m: f"{name}.{pname}: {m}")
+
+
+def tensor_parallel():
+    from torch.distributed.device_mesh import init_device_mesh
+
+    init()
+    check_parallel_pairs(parallel_pairs(init_device_mesh("neuron", (WORLD,))))
     print(f"rank {RANK}: tensor_parallel OK", flush=True)
+
+
+def compiled():
+    """Functional collectives, traced c10d calls and DTensor tensor
+    parallelism inside torch.compile(backend="neuron"), against eager."""
+    import torch.distributed._functional_collectives as funcol
+    from torch.distributed.device_mesh import init_device_mesh
+    import openneuron.compiler
+
+    init()
+    group = dist.group.WORLD
+
+    def autograd_collectives(x):
+        a = funcol.all_gather_tensor_autograd(x.sin(), 0, group)
+        b = funcol.reduce_scatter_tensor_autograd(a * 3, "sum", 0, group)
+        c = funcol.all_to_all_single_autograd(b.cos(), None, None, group)
+        return (c * c).sum() + funcol.all_reduce(b.detach(), "max", group).sum()
+
+    def traced_c10d_calls(y):
+        y = y * 2
+        dist.all_reduce(y)
+        out = torch.empty(WORLD * y.numel(), device=y.device)
+        dist.all_gather_into_tensor(out, y)
+        return y + out.view(WORLD, -1).sum(0)
+
+    x = data((WORLD * 2, 3), seed=1).to(DEVICE).requires_grad_()
+    expected = autograd_collectives(x)
+    expected.backward()
+    expected_grad, x.grad = x.grad, None
+    got = torch.compile(autograd_collectives, backend="neuron", fullgraph=True)(x)
+    got.backward()
+    same(got, expected.cpu(), "compiled functional collectives")
+    same(x.grad, expected_grad.cpu(), "compiled functional collectives, gradient")
+    y = data((5,), seed=2).to(DEVICE)
+    same(torch.compile(traced_c10d_calls, backend="neuron", fullgraph=True)(y), traced_c10d_calls(y).cpu(),
+         "compiled all_reduce + all_gather_into_tensor")
+    check_parallel_pairs(parallel_pairs(init_device_mesh("neuron", (WORLD,))),
+                         wrap=lambda m: torch.compile(m, backend="neuron"))
+    m = openneuron.compiler.metrics()
+    assert m["graphs_fallback"] == 0 and not m["fallback_ops"], m
+    assert m["extern_ops"].get("_c10d_functional.all_reduce.default"), m
+    print(f"rank {RANK}: compiled OK", flush=True)
 
 
 def dead_rank():
@@ -253,7 +306,7 @@ def dead_rank():
 
 if __name__ == "__main__":
     scenarios = {"collectives": collectives, "ddp": ddp, "fsdp2": fsdp2,
-                 "tensor_parallel": tensor_parallel, "dead_rank": dead_rank}
+                 "tensor_parallel": tensor_parallel, "compiled": compiled, "dead_rank": dead_rank}
     scenarios[sys.argv[1]]()
     if dist.is_initialized():
         dist.destroy_process_group()
