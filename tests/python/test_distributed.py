@@ -54,6 +54,13 @@ def test_tensor_parallel_mlp_and_attention_match_single_device():
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("backend", ["cpu:gloo,neuron:neuron", "neuron"])
+def test_split_group_subgroups_run_collectives_on_their_ranks_only(backend):
+    out = torchrun(4, "split", timeout=120, env={"NEURON_TEST_BACKEND": backend})
+    assert out.count("split OK") == 4, out
+
+
+@pytest.mark.timeout(300)
 def test_functional_collectives_and_tensor_parallel_under_compile_match_eager():
     out = torchrun(2, "compiled")
     assert out.count("compiled OK") == 2, out

@@ -4,6 +4,9 @@
 #include "torch/distributed/neuron_work.h"
 #include "torch/runtime/device.h"
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include <algorithm>
 #include <thread>
 
 namespace openneuron::integration {
@@ -44,14 +47,60 @@ std::function<void()> divide_by(Tensors tensors, int size, bool enabled) {
 
 NeuronBackend::NeuronBackend(c10::intrusive_ptr<c10d::Backend> transport,
                              c10::intrusive_ptr<c10d::Store> store, int rank,
-                             int size)
+                             int size,
+                             c10::intrusive_ptr<NeuronBackendOptions> options,
+                             TransportFactory make_transport)
     : c10d::Backend(rank, size),
       gloo_(std::move(transport)),
-      store_(std::move(store)) {
+      store_(std::move(store)),
+      options_(std::move(options)),
+      make_transport_(std::move(make_transport)) {
   TORCH_CHECK(gloo_->getRank() == rank && gloo_->getSize() == size,
               "neuron backend: the transport's rank/size (", gloo_->getRank(),
               "/", gloo_->getSize(), ") differ from the group's (", rank, "/",
               size, ")");
+}
+
+c10::intrusive_ptr<c10d::Backend> NeuronBackend::split(
+    const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+    const c10::intrusive_ptr<Options>& opts) {
+  const auto me = std::find(ranks.begin(), ranks.end(), getRank());
+  if (me == ranks.end()) return nullptr;
+  for (int r : ranks)
+    TORCH_CHECK(r >= 0 && r < getSize(), "neuron backend: split_group rank ",
+                r, " is not a rank of the parent group (size ", getSize(), ")");
+  if (last_split_store_.lock() == store) {
+    if (auto existing = last_split_.lock()) return existing;
+  }
+  const int rank = static_cast<int>(me - ranks.begin());
+  const int size = static_cast<int>(ranks.size());
+  // Whatever options type PyTorch hands over, only the common fields count.
+  auto options = c10::make_intrusive<NeuronBackendOptions>(*options_);
+  if (opts) {
+    options->timeout = opts->timeout;
+    options->group_name = opts->group_name;
+    options->group_desc = opts->group_desc;
+  }
+  options->global_ranks_in_group.clear();
+  for (int r : ranks)
+    options->global_ranks_in_group.push_back(
+        options_->global_ranks_in_group.empty()
+            ? static_cast<uint64_t>(r)
+            : options_->global_ranks_in_group.at(r));
+  // Rendezvous under this group's own store: the one PyTorch passes is
+  // named after a count of groups that differs between ranks once a split
+  // left some ranks out (fine for NCCL's store-less split, not for Gloo).
+  auto own_store = c10::make_intrusive<c10d::PrefixStore>(
+      c10::str("neuron_split/", c10::Join("_", ranks), "/",
+               splits_per_ranks_[ranks]++),
+      store_);
+  auto transport = make_transport_(own_store, rank, size, options->timeout);
+  c10::intrusive_ptr<c10d::Backend> child = c10::make_intrusive<NeuronBackend>(
+      std::move(transport), own_store, rank, size, std::move(options),
+      make_transport_);
+  last_split_store_ = store;
+  last_split_ = child;
+  return child;
 }
 
 c10::Device NeuronBackend::device_of(const Tensors& tensors) const {
@@ -266,6 +315,7 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::barrier(
 }
 
 void NeuronBackend::setTimeout(std::chrono::milliseconds timeout) {
+  options_->timeout = timeout;
   gloo_->setTimeout(timeout);
 }
 

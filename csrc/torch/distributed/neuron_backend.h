@@ -7,16 +7,37 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <functional>
+#include <map>
+
+#include "torch/distributed/neuron_options.h"
+
 namespace openneuron::integration {
 
 class NeuronBackend : public c10d::Backend {
  public:
+  // Makes the Gloo transport of a group: (store, rank, size, timeout).
+  using TransportFactory = std::function<c10::intrusive_ptr<c10d::Backend>(
+      const c10::intrusive_ptr<c10d::Store>&, int, int,
+      std::chrono::milliseconds)>;
+
   // `transport` is a Gloo backend of the same group (made by PyTorch's
-  // Python API: the wheel ships no Gloo headers to build one here).
+  // Python API through `make_transport`: the wheel ships no Gloo headers to
+  // build one here); subgroups split from this one get theirs the same way.
   NeuronBackend(c10::intrusive_ptr<c10d::Backend> transport,
-                c10::intrusive_ptr<c10d::Store> store, int rank, int size);
+                c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                c10::intrusive_ptr<NeuronBackendOptions> options,
+                TransportFactory make_transport);
 
   const std::string getBackendName() const override { return "neuron"; }
+  c10::intrusive_ptr<Options> getBackendOptions() override { return options_; }
+  bool supportsSplitting() const override { return true; }
+  // The subgroup of `ranks` (ranks of this group) holding this rank, with
+  // its own transport; nullptr when this rank is not among them.
+  c10::intrusive_ptr<c10d::Backend> split(
+      const c10::intrusive_ptr<c10d::Store>& store,
+      const std::vector<int>& ranks,
+      const c10::intrusive_ptr<Options>& opts) override;
 
   c10::intrusive_ptr<c10d::Work> broadcast(
       std::vector<at::Tensor>& tensors,
@@ -97,6 +118,18 @@ class NeuronBackend : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Backend> gloo_;
   c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<NeuronBackendOptions> options_;
+  TransportFactory make_transport_;
+  // PyTorch splits once per device type with the same store, and one
+  // neuron backend may serve two (cpu and neuron): the second call must get
+  // the first's backend, not a second rendezvous under the same prefix.
+  c10::weak_intrusive_ptr<c10d::Store> last_split_store_{
+      c10::intrusive_ptr<c10d::Store>()};
+  c10::weak_intrusive_ptr<c10d::Backend> last_split_{
+      c10::intrusive_ptr<c10d::Backend>()};
+  // Splits made per member list: each subgroup rendezvouses under a prefix
+  // of its ranks and this count, which every member counts alike.
+  std::map<std::vector<int>, int> splits_per_ranks_;
   uint64_t sequence_ = 0;
 };
 

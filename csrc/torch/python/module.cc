@@ -143,6 +143,46 @@ std::string fallback_policy() {
   return "warn";
 }
 
+// A subgroup's Gloo transport, made by openneuron.distributed (Python: the
+// wheel ships no Gloo headers).
+c10::intrusive_ptr<c10d::Backend> make_gloo_transport(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+    std::chrono::milliseconds timeout) {
+  py::gil_scoped_acquire gil;
+  py::object make = py::module_::import("openneuron.distributed").attr("_create_transport");
+  return make(store, rank, size, timeout.count())
+      .cast<c10::intrusive_ptr<c10d::Backend>>();
+}
+
+c10::intrusive_ptr<c10d::Backend> create_distributed_backend(
+    const c10::intrusive_ptr<c10d::Backend>& transport,
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+    int64_t timeout_ms) {
+  auto options = c10::make_intrusive<NeuronBackendOptions>(
+      std::chrono::milliseconds(timeout_ms));
+  return c10::make_intrusive<NeuronBackend>(transport, store, rank, size,
+                                            std::move(options),
+                                            &make_gloo_transport);
+}
+
+// After torch.distributed registered c10d's types (ours derive from them):
+// lets Python read a neuron backend's options and copy them (split_group).
+void register_distributed_types(py::module_ m) {
+  if (py::hasattr(m, "NeuronBackendOptions")) return;
+  py::class_<NeuronBackend, c10d::Backend, c10::intrusive_ptr<NeuronBackend>>(
+      m, "NeuronBackend")
+      .def_property_readonly("options", &NeuronBackend::getBackendOptions);
+  py::class_<NeuronBackendOptions, c10d::Backend::Options,
+             c10::intrusive_ptr<NeuronBackendOptions>>(m, "NeuronBackendOptions")
+      .def(py::init<>())
+      .def("__copy__", [](const NeuronBackendOptions& o) {
+        return c10::make_intrusive<NeuronBackendOptions>(o);
+      })
+      .def("__deepcopy__", [](const NeuronBackendOptions& o, const py::dict&) {
+        return c10::make_intrusive<NeuronBackendOptions>(o);
+      });
+}
+
 }  // namespace
 }  // namespace openneuron::integration
 
@@ -192,12 +232,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_fallback_policy", &set_fallback_policy);
   m.def("_fallback_policy", &fallback_policy);
   m.def("_reload_settings", [] { reload_settings(); });
-  m.def("_create_distributed_backend",
-        [](const c10::intrusive_ptr<c10d::Backend>& transport,
-           const c10::intrusive_ptr<c10d::Store>& store, int rank, int size) {
-          return c10::intrusive_ptr<c10d::Backend>(
-              c10::make_intrusive<NeuronBackend>(transport, store, rank,
-                                                 size));
-        },
+  m.def("_create_distributed_backend", &create_distributed_backend,
         py::call_guard<py::gil_scoped_release>());
+  m.def("_register_distributed_types", &register_distributed_types);
 }
