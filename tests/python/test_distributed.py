@@ -28,9 +28,10 @@ def torchrun(nproc, scenario, timeout=240, env=None):
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("nproc", [2, 4])
-def test_collectives_match_gloo_on_cpu(nproc):
-    out = torchrun(nproc, "collectives")
+@pytest.mark.parametrize("nproc,shm", [(2, "1"), (4, "1"), (2, "0")], ids=["2-shm", "4-shm", "2-gloo-only"])
+def test_collectives_match_gloo_on_cpu(nproc, shm):
+    # OPENNEURON_DIST_SHM=0: no shared-memory channel, every collective on Gloo.
+    out = torchrun(nproc, "collectives", env={"OPENNEURON_DIST_SHM": shm})
     assert out.count("collectives OK") == nproc, out
 
 

@@ -2,6 +2,8 @@
 
 #include "torch/distributed/host_alias.h"
 #include "torch/distributed/neuron_work.h"
+#include "torch/distributed/shm_collectives.h"
+#include "torch/distributed/shm_rendezvous.h"
 #include "torch/runtime/device.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -109,6 +111,11 @@ c10::Device NeuronBackend::device_of(const Tensors& tensors) const {
   return c10::Device(kNeuron, current_device());
 }
 
+std::string NeuronBackend::describe(const char* name, uint64_t sequence) const {
+  return c10::str(name, " (sequence number ", sequence, ", rank ", getRank(),
+                  " of ", getSize(), ")");
+}
+
 c10::intrusive_ptr<c10d::Work> NeuronBackend::wrap(
     c10::intrusive_ptr<c10d::Work> work, Tensors outputs, OpType type,
     const char* name, std::function<void()> finish) {
@@ -117,10 +124,41 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::wrap(
   auto self = c10::intrusive_ptr<NeuronBackend>::reclaim_copy(this);
   return NeuronWork::create(
       std::move(work), std::move(outputs), device, getRank(), type,
-      c10::str(name, " (sequence number ", sequence, ", rank ", getRank(),
-               " of ", getSize(), ")"),
-      std::move(finish),
+      describe(name, sequence), std::move(finish),
       [self, sequence] { return self->ranks_missing_at(sequence); });
+}
+
+ShmChannel* NeuronBackend::shm_for(c10::ScalarType dtype,
+                                   c10d::ReduceOp::RedOpType op) {
+  if (getSize() < 2 || !shm::supports(dtype, op)) return nullptr;
+  std::lock_guard<std::mutex> lock(shm_mutex_);
+  if (!shm_tried_) {
+    shm_tried_ = true;
+    shm_ = rendezvous_shm_channel(store_, getRank(), getSize());
+  }
+  return shm_.get();
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::run_on_shm(
+    ShmChannel& channel, const std::function<void(ShmChannel&)>& move,
+    Tensors outputs, Tensors host_outputs, OpType type, const char* name,
+    std::function<void()> finish) {
+  try {
+    std::lock_guard<std::mutex> lock(shm_mutex_);
+    move(channel);
+  } catch (const ShmPeerError& e) {
+    const std::string what = describe(name, sequence_++);
+    C10_THROW_ERROR(DistBackendError,
+                    c10::str("neuron backend: ", what,
+                             " failed; ranks that did not arrive: ",
+                             c10::ArrayRef<int>(e.missing_ranks),
+                             ". Cause: ", e.what()));
+  }
+  auto done = c10::make_intrusive<c10::ivalue::Future>(
+      c10::ListType::create(c10::TensorType::get()));
+  done->markCompleted(c10::IValue(host_outputs));
+  return wrap(c10d::Work::create_from_future(done), std::move(outputs), type,
+              name, std::move(finish));
 }
 
 std::string NeuronBackend::ranks_missing_at(uint64_t sequence) {
@@ -157,8 +195,20 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::allreduce(
     Tensors& tensors, const c10d::AllreduceOptions& opts) {
   auto host = host_aliases(tensors, "allreduce");
   auto [gloo_opts, average] = without_average(opts);
+  auto finish = divide_by(host, getSize(), average);
+  if (host.size() == 1) {
+    if (auto* ch = shm_for(host[0].scalar_type(), gloo_opts.reduceOp)) {
+      const auto timeout = options_->timeout;
+      return run_on_shm(
+          *ch,
+          [&](ShmChannel& c) {
+            shm::allreduce(c, host[0], gloo_opts.reduceOp, timeout);
+          },
+          tensors, host, OpType::ALLREDUCE, "allreduce", std::move(finish));
+    }
+  }
   return wrap(gloo_->allreduce(host, gloo_opts), tensors, OpType::ALLREDUCE,
-              "allreduce", divide_by(host, getSize(), average));
+              "allreduce", std::move(finish));
 }
 
 c10::intrusive_ptr<c10d::Work> NeuronBackend::allreduce_coalesced(
@@ -193,6 +243,18 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::_allgather_base(
     const c10d::AllgatherOptions& opts) {
   auto host_out = host_alias(output, "all_gather_into_tensor");
   auto host_in = host_alias(input, "all_gather_into_tensor");
+  if (host_out.scalar_type() == host_in.scalar_type()) {
+    if (auto* ch = shm_for(host_in.scalar_type(), c10d::ReduceOp::MAX)) {
+      const auto timeout = options_->timeout;
+      return run_on_shm(
+          *ch,
+          [&](ShmChannel& c) {
+            shm::all_gather_into_tensor(c, host_out, host_in, timeout);
+          },
+          {output}, {host_out}, OpType::_ALLGATHER_BASE,
+          "all_gather_into_tensor", nullptr);
+    }
+  }
   return wrap(gloo_->_allgather_base(host_out, host_in, opts), {output},
               OpType::_ALLGATHER_BASE, "all_gather_into_tensor");
 }
@@ -250,6 +312,20 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::_reduce_scatter_base(
   auto host_out = host_alias(output, "reduce_scatter_tensor");
   auto host_in = host_alias(input, "reduce_scatter_tensor");
   auto [gloo_opts, average] = without_average(opts);
+  if (host_out.scalar_type() == host_in.scalar_type()) {
+    if (auto* ch = shm_for(host_in.scalar_type(), gloo_opts.reduceOp)) {
+      const auto timeout = options_->timeout;
+      return run_on_shm(
+          *ch,
+          [&](ShmChannel& c) {
+            shm::reduce_scatter_tensor(c, host_out, host_in,
+                                       gloo_opts.reduceOp, timeout);
+          },
+          {output}, {host_out}, OpType::_REDUCE_SCATTER_BASE,
+          "reduce_scatter_tensor",
+          divide_by({host_out}, getSize(), average));
+    }
+  }
   return wrap(gloo_->_reduce_scatter_base(host_out, host_in, gloo_opts),
               {output}, OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor",
               divide_by({host_out}, getSize(), average));

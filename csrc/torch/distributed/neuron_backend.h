@@ -9,8 +9,11 @@
 
 #include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
 
 #include "torch/distributed/neuron_options.h"
+#include "torch/distributed/shm_channel.h"
 
 namespace openneuron::integration {
 
@@ -32,6 +35,9 @@ class NeuronBackend : public c10d::Backend {
   const std::string getBackendName() const override { return "neuron"; }
   c10::intrusive_ptr<Options> getBackendOptions() override { return options_; }
   bool supportsSplitting() const override { return true; }
+  // Whether collectives of this group move through shared memory (set up
+  // by the first collective that can).
+  bool uses_shared_memory() const { return shm_ != nullptr; }
   // The subgroup of `ranks` (ranks of this group) holding this rank, with
   // its own transport; nullptr when this rank is not among them.
   c10::intrusive_ptr<c10d::Backend> split(
@@ -112,6 +118,17 @@ class NeuronBackend : public c10d::Backend {
       c10d::OpType type, const char* name,
       std::function<void()> finish = nullptr);
   c10::Device device_of(const std::vector<at::Tensor>& tensors) const;
+  std::string describe(const char* name, uint64_t sequence) const;
+  // The shared-memory channel when every rank is on this machine and it
+  // can move `dtype` with `op` (set up on the first such collective, which
+  // every rank reaches alike); nullptr: the collective goes through Gloo.
+  ShmChannel* shm_for(c10::ScalarType dtype, c10d::ReduceOp::RedOpType op);
+  // Runs `move` on the channel now (the calling thread), then returns a
+  // completed Work presenting `outputs`; a peer that is gone raises.
+  c10::intrusive_ptr<c10d::Work> run_on_shm(
+      ShmChannel& channel, const std::function<void(ShmChannel&)>& move,
+      std::vector<at::Tensor> outputs, std::vector<at::Tensor> host_outputs,
+      c10d::OpType type, const char* name, std::function<void()> finish);
   // After collective `sequence` failed here: the ranks that never reached
   // it, found through the group's store (costs nothing while all is well).
   std::string ranks_missing_at(uint64_t sequence);
@@ -130,6 +147,9 @@ class NeuronBackend : public c10d::Backend {
   // Splits made per member list: each subgroup rendezvouses under a prefix
   // of its ranks and this count, which every member counts alike.
   std::map<std::vector<int>, int> splits_per_ranks_;
+  std::unique_ptr<ShmChannel> shm_;
+  bool shm_tried_ = false;
+  std::mutex shm_mutex_;
   uint64_t sequence_ = 0;
 };
 

@@ -171,7 +171,9 @@ void register_distributed_types(py::module_ m) {
   if (py::hasattr(m, "NeuronBackendOptions")) return;
   py::class_<NeuronBackend, c10d::Backend, c10::intrusive_ptr<NeuronBackend>>(
       m, "NeuronBackend")
-      .def_property_readonly("options", &NeuronBackend::getBackendOptions);
+      .def_property_readonly("options", &NeuronBackend::getBackendOptions)
+      .def_property_readonly("uses_shared_memory",
+                             &NeuronBackend::uses_shared_memory);
   py::class_<NeuronBackendOptions, c10d::Backend::Options,
              c10::intrusive_ptr<NeuronBackendOptions>>(m, "NeuronBackendOptions")
       .def(py::init<>())

@@ -115,8 +115,42 @@ def collectives():
         dist.all_reduce(t, group=evens)
         assert t.item() == len(range(0, WORLD, 2)), t
         dist.barrier(group=evens)
+    large_and_typed()
+    backend = dist.group.WORLD._get_backend(DEVICE)
+    expect_shm = os.environ.get("OPENNEURON_DIST_SHM", "1") != "0"
+    assert backend.uses_shared_memory == expect_shm, (type(backend), backend.uses_shared_memory)
     dist.barrier()
     print(f"rank {RANK}: collectives OK", flush=True)
+
+
+def large_and_typed():
+    """Tensors larger than a shared-memory slot (several chunks, sizes not a
+    multiple of it), non-contiguous ones, and dtypes x ops, against Gloo."""
+    big = 3_000_001  # 12 MB of float32: three 4 MiB chunks and a bit
+    for op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX):
+        dev, cpu = both(lambda a, g: dist.all_reduce(a[0], op=op, group=g), data((big,), seed=70))
+        same(dev[0], cpu[0], f"all_reduce {op} of {big} elements")
+    strided = data((64, 2049), seed=71).to(DEVICE).t()
+    expected = strided.cpu().contiguous()
+    dist.all_reduce(expected, group=GLOO)
+    dist.all_reduce(strided)
+    same(strided, expected, "all_reduce of a transposed tensor")
+    dev, cpu = both(lambda a, g: dist.all_gather_into_tensor(a[1], a[0], group=g),
+                    data((big // 2,), seed=72), torch.zeros(big // 2 * WORLD))
+    same(dev[1], cpu[1], "all_gather_into_tensor, chunked")
+    dev, cpu = both(lambda a, g: dist.reduce_scatter_tensor(a[0], a[1], group=g),
+                    torch.zeros(big // 3), data((big // 3 * WORLD,), seed=73))
+    same(dev[0], cpu[0], "reduce_scatter_tensor, chunked")
+    cases = [(torch.float64, dist.ReduceOp.PRODUCT), (torch.int64, dist.ReduceOp.SUM), (torch.int32, dist.ReduceOp.MIN),
+             (torch.bfloat16, dist.ReduceOp.SUM), (torch.float16, dist.ReduceOp.MAX), (torch.uint8, dist.ReduceOp.BXOR),
+             (torch.bool, dist.ReduceOp.MAX), (torch.int32, dist.ReduceOp.BAND),
+             (torch.int8, dist.ReduceOp.SUM), (torch.complex64, dist.ReduceOp.SUM)]
+    for dtype, op in cases:
+        x = (data((1000,), seed=74) % 7).abs().to(dtype)
+        dev, cpu = both(lambda a, g: dist.all_reduce(a[0], op=op, group=g), x)
+        same(dev[0], cpu[0], f"all_reduce {op} {dtype}")
+        dev, cpu = both(lambda a, g: dist.all_gather_into_tensor(a[1], a[0], group=g), x, torch.zeros(1000 * WORLD, dtype=dtype))
+        same(dev[1], cpu[1], f"all_gather_into_tensor {dtype}")
 
 
 def ddp():
