@@ -68,11 +68,13 @@ def test_functional_collectives_and_tensor_parallel_under_compile_match_eager():
 
 
 @pytest.mark.timeout(120)
-def test_dead_rank_fails_the_others_fast_with_a_clear_error():
+@pytest.mark.parametrize("shm", ["1", "0"], ids=["shm", "gloo-only"])
+def test_dead_rank_fails_the_others_fast_with_a_clear_error(shm):
     # Launched by hand: torchrun would kill the survivors itself.
     timeout_s = 10
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
-           "WORLD_SIZE": "2", "OMP_NUM_THREADS": "1", "NEURON_TEST_TIMEOUT": str(timeout_s)}
+           "WORLD_SIZE": "2", "OMP_NUM_THREADS": "1", "NEURON_TEST_TIMEOUT": str(timeout_s),
+           "OPENNEURON_DIST_SHM": shm}
     start = time.time()
     procs = [subprocess.Popen([sys.executable, WORKER, "dead_rank"], env={**env, "RANK": str(r)},
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
