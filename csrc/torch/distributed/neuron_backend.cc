@@ -121,11 +121,18 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::wrap(
     const char* name, std::function<void()> finish) {
   const auto device = device_of(outputs);
   const uint64_t sequence = sequence_++;
-  auto self = c10::intrusive_ptr<NeuronBackend>::reclaim_copy(this);
+  // Weak: a Work outliving its group (its callback runs on the transport's
+  // thread) must not be what destroys the group there.
+  c10::weak_intrusive_ptr<NeuronBackend> group(
+      c10::intrusive_ptr<NeuronBackend>::reclaim_copy(this));
   return NeuronWork::create(
       std::move(work), std::move(outputs), device, getRank(), type,
       describe(name, sequence), std::move(finish),
-      [self, sequence] { return self->ranks_missing_at(sequence); });
+      [group, sequence]() -> std::string {
+        auto self = group.lock();
+        return self ? self->ranks_missing_at(sequence)
+                    : "unknown (the group was destroyed)";
+      });
 }
 
 ShmChannel* NeuronBackend::shm_for(c10::ScalarType dtype,

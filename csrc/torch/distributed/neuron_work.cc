@@ -2,6 +2,9 @@
 
 #include <ATen/core/ivalue.h>
 
+#include <chrono>
+#include <thread>
+
 namespace openneuron::integration {
 
 NeuronWork::NeuronWork(c10::intrusive_ptr<c10d::Work> inner,
@@ -46,10 +49,24 @@ void NeuronWork::follow_transport() {
   }
 }
 
+std::exception_ptr NeuronWork::failure(const std::string& cause) const {
+  const std::string missing = diagnose_ ? diagnose_() : "unknown";
+  try {
+    C10_THROW_ERROR(DistBackendError,
+                    c10::str("neuron backend: ", description_,
+                             " failed; ranks that did not arrive: ", missing,
+                             ". Cause: ", cause));
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
 void NeuronWork::complete(const c10::ivalue::Future* inner_future) {
   if (future_->completed()) return;
   if (inner_future && inner_future->hasError()) {
-    future_->setError(inner_future->exception_ptr());
+    // Waiters on the future (DDP's reducer) get the same clear error as
+    // wait() gives.
+    future_->setError(failure(inner_future->tryRetrieveErrorMessage()));
     return;
   }
   try {
@@ -75,10 +92,16 @@ bool NeuronWork::wait(std::chrono::milliseconds timeout) {
   try {
     inner_->wait(timeout);
   } catch (const std::exception& e) {
-    const std::string missing = diagnose_ ? diagnose_() : "unknown";
-    TORCH_CHECK(false, "neuron backend: ", description_,
-                " failed; ranks that did not arrive: ", missing, ". Cause: ",
-                e.what());
+    // The transport failed its work: its callback is building the error
+    // for every waiter (it asks the store who is missing: a few seconds).
+    // A wait() that timed out on its own leaves the work pending: the
+    // error is built here.
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (inner_has_future_ && !future_->completed() &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!future_->completed()) std::rethrow_exception(failure(e.what()));
   }
   if (!inner_has_future_) complete(nullptr);
   future_->wait();

@@ -40,6 +40,9 @@ class NeuronWork : public c10d::Work {
  private:
   void follow_transport();
   void complete(const c10::ivalue::Future* inner_future);
+  // The error a failure raises: names the collective, its sequence number
+  // and the ranks that did not arrive.
+  std::exception_ptr failure(const std::string& cause) const;
 
   c10::intrusive_ptr<c10d::Work> inner_;
   std::vector<at::Tensor> outputs_;

@@ -368,15 +368,27 @@ def compiled():
 
 
 def dead_rank():
+    """DDP training in which rank 1 is killed (SIGKILL) at step 3: the
+    others must fail with a clear error, not hang."""
+    import signal
+
+    from torch.nn.parallel import DistributedDataParallel
+
     init(timeout_s=int(os.environ.get("NEURON_TEST_TIMEOUT", "10")))
-    t = torch.ones(1000, device=DEVICE)
+    torch.manual_seed(0)
+    model = DistributedDataParallel(torch.nn.Sequential(
+        torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)).to(DEVICE))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
     for step in range(1000):
         if RANK == 1 and step == 3:
-            os._exit(17)  # dies without a word
+            os.kill(os.getpid(), signal.SIGKILL)
         start = time.time()
         try:
-            dist.all_reduce(t)
-            t.cpu()
+            loss = model(torch.randn(16, 32, device=DEVICE)).square().mean()
+            loss.backward()  # DDP's allreduce of the gradients
+            opt.step()
+            opt.zero_grad()
+            loss.item()
         except Exception as error:  # noqa: BLE001
             print(f"rank {RANK}: error after {time.time() - start:.1f}s at step {step}: {error}", flush=True)
             sys.exit(3)
