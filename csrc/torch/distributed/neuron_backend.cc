@@ -3,6 +3,7 @@
 #include "torch/distributed/host_alias.h"
 #include "torch/distributed/neuron_work.h"
 #include "torch/distributed/shm_collectives.h"
+#include "torch/distributed/serial_worker.h"
 #include "torch/distributed/shm_rendezvous.h"
 #include "torch/runtime/device.h"
 
@@ -142,30 +143,39 @@ ShmChannel* NeuronBackend::shm_for(c10::ScalarType dtype,
   if (!shm_tried_) {
     shm_tried_ = true;
     shm_ = rendezvous_shm_channel(store_, getRank(), getSize());
+    if (shm_) shm_worker_ = std::make_unique<SerialWorker>();
   }
   return shm_.get();
 }
 
 c10::intrusive_ptr<c10d::Work> NeuronBackend::run_on_shm(
-    ShmChannel& channel, const std::function<void(ShmChannel&)>& move,
+    ShmChannel& channel, std::function<void(ShmChannel&)> move,
     Tensors outputs, Tensors host_outputs, OpType type, const char* name,
     std::function<void()> finish) {
-  try {
-    std::lock_guard<std::mutex> lock(shm_mutex_);
-    move(channel);
-  } catch (const ShmPeerError& e) {
-    const std::string what = describe(name, sequence_++);
-    C10_THROW_ERROR(DistBackendError,
-                    c10::str("neuron backend: ", what,
-                             " failed; ranks that did not arrive: ",
-                             c10::ArrayRef<int>(e.missing_ranks),
-                             ". Cause: ", e.what()));
-  }
   auto done = c10::make_intrusive<c10::ivalue::Future>(
       c10::ListType::create(c10::TensorType::get()));
-  done->markCompleted(c10::IValue(host_outputs));
-  return wrap(c10d::Work::create_from_future(done), std::move(outputs), type,
-              name, std::move(finish));
+  std::string what = describe(name, sequence_);  // the number wrap() takes
+  auto work = wrap(c10d::Work::create_from_future(done), std::move(outputs),
+                   type, name, std::move(finish));
+  shm_worker_->post([&channel, move = std::move(move), done,
+                     host_outputs = std::move(host_outputs),
+                     what = std::move(what)] {
+    try {
+      move(channel);
+      done->markCompleted(c10::IValue(host_outputs));
+    } catch (const ShmPeerError& e) {
+      // The channel knows exactly who is missing: no need to ask the store.
+      done->setError(std::make_exception_ptr(c10::DistBackendError(
+          {__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+          c10::str("neuron backend: ", what,
+                   " failed; ranks that did not arrive: ",
+                   c10::ArrayRef<int>(e.missing_ranks), ". Cause: ",
+                   e.what()))));
+    } catch (...) {
+      done->setError(std::current_exception());
+    }
+  });
+  return work;
 }
 
 std::string NeuronBackend::ranks_missing_at(uint64_t sequence) {
@@ -208,8 +218,9 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::allreduce(
       const auto timeout = options_->timeout;
       return run_on_shm(
           *ch,
-          [&](ShmChannel& c) {
-            shm::allreduce(c, host[0], gloo_opts.reduceOp, timeout);
+          [t = host[0], op = gloo_opts.reduceOp, timeout](ShmChannel& c) {
+            at::Tensor tensor = t;
+            shm::allreduce(c, tensor, op, timeout);
           },
           tensors, host, OpType::ALLREDUCE, "allreduce", std::move(finish));
     }
@@ -255,8 +266,9 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::_allgather_base(
       const auto timeout = options_->timeout;
       return run_on_shm(
           *ch,
-          [&](ShmChannel& c) {
-            shm::all_gather_into_tensor(c, host_out, host_in, timeout);
+          [out = host_out, in = host_in, timeout](ShmChannel& c) {
+            at::Tensor output = out;
+            shm::all_gather_into_tensor(c, output, in, timeout);
           },
           {output}, {host_out}, OpType::_ALLGATHER_BASE,
           "all_gather_into_tensor", nullptr);
@@ -324,9 +336,10 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::_reduce_scatter_base(
       const auto timeout = options_->timeout;
       return run_on_shm(
           *ch,
-          [&](ShmChannel& c) {
-            shm::reduce_scatter_tensor(c, host_out, host_in,
-                                       gloo_opts.reduceOp, timeout);
+          [out = host_out, in = host_in, op = gloo_opts.reduceOp,
+           timeout](ShmChannel& c) {
+            at::Tensor output = out;
+            shm::reduce_scatter_tensor(c, output, in, op, timeout);
           },
           {output}, {host_out}, OpType::_REDUCE_SCATTER_BASE,
           "reduce_scatter_tensor",

@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "torch/distributed/neuron_options.h"
+#include "torch/distributed/serial_worker.h"
 #include "torch/distributed/shm_channel.h"
 
 namespace openneuron::integration {
@@ -123,10 +124,10 @@ class NeuronBackend : public c10d::Backend {
   // can move `dtype` with `op` (set up on the first such collective, which
   // every rank reaches alike); nullptr: the collective goes through Gloo.
   ShmChannel* shm_for(c10::ScalarType dtype, c10d::ReduceOp::RedOpType op);
-  // Runs `move` on the channel now (the calling thread), then returns a
-  // completed Work presenting `outputs`; a peer that is gone raises.
+  // Queues `move` on the channel's worker thread; the Work presents
+  // `outputs` once it ran (a peer that is gone fails it).
   c10::intrusive_ptr<c10d::Work> run_on_shm(
-      ShmChannel& channel, const std::function<void(ShmChannel&)>& move,
+      ShmChannel& channel, std::function<void(ShmChannel&)> move,
       std::vector<at::Tensor> outputs, std::vector<at::Tensor> host_outputs,
       c10d::OpType type, const char* name, std::function<void()> finish);
   // After collective `sequence` failed here: the ranks that never reached
@@ -148,6 +149,7 @@ class NeuronBackend : public c10d::Backend {
   // of its ranks and this count, which every member counts alike.
   std::map<std::vector<int>, int> splits_per_ranks_;
   std::unique_ptr<ShmChannel> shm_;
+  std::unique_ptr<SerialWorker> shm_worker_;  // after shm_: stops first
   bool shm_tried_ = false;
   std::mutex shm_mutex_;
   uint64_t sequence_ = 0;

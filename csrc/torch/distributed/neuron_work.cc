@@ -65,8 +65,11 @@ void NeuronWork::complete(const c10::ivalue::Future* inner_future) {
   if (future_->completed()) return;
   if (inner_future && inner_future->hasError()) {
     // Waiters on the future (DDP's reducer) get the same clear error as
-    // wait() gives.
-    future_->setError(failure(inner_future->tryRetrieveErrorMessage()));
+    // wait() gives; one the backend built already passes as it is.
+    const std::string message = inner_future->tryRetrieveErrorMessage();
+    future_->setError(message.rfind("neuron backend: ", 0) == 0
+                          ? inner_future->exception_ptr()
+                          : failure(message));
     return;
   }
   try {
