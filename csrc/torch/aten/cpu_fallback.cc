@@ -4,9 +4,9 @@
 #include <map>
 #include <mutex>
 
-#include <ATen/native/CPUFallback.h>
 #include <c10/util/Exception.h>
 
+#include "torch/aten/copying_call.h"
 #include "torch/runtime/settings.h"
 #include "torch/runtime/transfer_stats.h"
 
@@ -46,7 +46,7 @@ void run_on_cpu_with_copies(const c10::OperatorHandle& op, const OpInfo& info,
   const auto start = std::chrono::steady_clock::now();
   {
     TransferCauseGuard cause(Cause::CpuFallback);
-    at::native::cpu_fallback(op, stack);
+    call_with_cpu_copies(op, stack);
   }
   const std::chrono::duration<double> took =
       std::chrono::steady_clock::now() - start;

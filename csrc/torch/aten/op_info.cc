@@ -35,12 +35,30 @@ bool takes_cpu_tensors(std::string_view name) {
 }
 
 // Ops that manage memory or metadata and move no data always run natively:
-// the CPU-fallback path itself uses them to write results back.
+// the CPU-fallback path itself uses them to write results back, and those
+// that compare storage layouts (forward AD's tangent checks) would see the
+// compact CPU copies instead of the real storages.
 bool never_falls_back(std::string_view name) {
   return starts_with_any(
       name, {"aten::resize", "aten::set_", "aten::as_strided",
              "aten::_copy_from", "aten::copy_", "aten::empty",
-             "aten::_local_scalar_dense", "aten::record_stream"});
+             "aten::_local_scalar_dense", "aten::record_stream",
+             "aten::_has_same_storage_numel", "aten::is_same_size",
+             "aten::is_set_to", "aten::_new_zeros_with_same_feature_meta"});
+}
+
+bool aliases_without_writing(const c10::AliasInfo* alias) {
+  if (!alias) return false;
+  if (!alias->isWrite() && !alias->beforeSets().empty()) return true;
+  for (const auto& inner : alias->containedTypes())  // Tensor(a)[]
+    if (aliases_without_writing(&inner)) return true;
+  return false;
+}
+
+bool returns_view(const c10::FunctionSchema& schema) {
+  for (const auto& r : schema.returns())
+    if (aliases_without_writing(r.alias_info())) return true;
+  return false;
 }
 
 OpInfo make_op_info(const c10::OperatorHandle& op) {
@@ -54,7 +72,8 @@ OpInfo make_op_info(const c10::OperatorHandle& op) {
       takes_cpu_tensors(info.name) ||
       !op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
   info.has_mutable_args = schema.is_mutable();
-  info.force_cpu_fallback = !never_falls_back(info.name) &&
+  info.is_view = returns_view(schema);
+  info.force_cpu_fallback = !never_falls_back(info.name) && !info.is_view &&
                             settings().forces_cpu_fallback(info.name);
   info.settings_generation = settings_generation();
   const auto& args = schema.arguments();

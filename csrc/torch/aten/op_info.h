@@ -15,6 +15,10 @@ struct OpInfo {
   bool accepts_cpu_tensors;     // takes CPU tensors beside neuron ones (indices)
   bool has_mutable_args;        // in-place, out= or metadata-mutating
   bool force_cpu_fallback;      // OPENNEURON_FORCE_CPU_FALLBACK names it
+  // Returns views of its inputs (transpose, diagonal, detach, split...):
+  // metadata only, so it never takes the copying CPU fallback, whatever the
+  // driver (a copy would break aliasing and lose writes through the view).
+  bool is_view;
   std::vector<size_t> generator_args;
   int settings_generation = 0;   // settings this info was computed with
 };

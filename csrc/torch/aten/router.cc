@@ -114,7 +114,7 @@ void route(const c10::OperatorHandle& op, c10::DispatchKeySet,
   const auto& info = op_info(op);
   const auto device = check_devices(info, op.schema(), *stack);
   use_engine_generators(info, op.schema(), *stack, device);
-  if (info.force_cpu_fallback || !host_addressable()) {
+  if (info.force_cpu_fallback || (!host_addressable() && !info.is_view)) {
     run_on_cpu_with_copies(op, info, stack);
     return;
   }
