@@ -34,7 +34,7 @@ def _load():
         return
     _check_torch_version()
     from . import _C  # noqa: F401  (registers kernels, hooks, allocators)
-    from . import distributed, neuron
+    from . import _device_policies, distributed, neuron
 
     torch.utils.rename_privateuse1_backend("neuron")
     torch._register_device_module("neuron", neuron)
@@ -42,6 +42,7 @@ def _load():
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
     _shared_parameters.install()
+    _device_policies.install()
     distributed.register()
     # torch.compile(backend="neuron"): when Dynamo is already imported,
     # register now; otherwise Dynamo finds it through the entry point.

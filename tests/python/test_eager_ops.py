@@ -613,3 +613,21 @@ def test_attention_mask_requiring_grad_picks_a_differentiable_kernel():
     ref.sum().backward()
     torch.testing.assert_close(mn.grad.cpu(), m.grad)
     assert torch._fused_sdp_choice(q.to(DEV), k.to(DEV), v.to(DEV)) == torch._fused_sdp_choice(q, k, v)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_linear_cross_entropy_accumulates_like_cpu(dtype):
+    # PyTorch picks float32 accumulation ("accurate") for cpu/cuda only;
+    # neuron gets the CPU's choice, so chunked loss and gradients match CPU.
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 32, generator=g).to(dtype).requires_grad_()
+    w = torch.randn(1000, 32, generator=g).to(dtype).requires_grad_()
+    target = torch.randint(0, 1000, (64,), generator=g)
+    xn, wn = (t.detach().to(DEV).requires_grad_() for t in (x, w))
+    ref = F.linear_cross_entropy(x, w, target)
+    out = F.linear_cross_entropy(xn, wn, target.to(DEV))
+    torch.testing.assert_close(out.cpu(), ref, atol=0, rtol=0)
+    ref.backward()
+    out.backward()
+    torch.testing.assert_close(xn.grad.cpu(), x.grad, atol=0, rtol=0)
+    torch.testing.assert_close(wn.grad.cpu(), w.grad, atol=0, rtol=0)
