@@ -35,13 +35,7 @@ def _check(proc, report_path):
     return report
 
 
-FALLBACK_NOT_TRIAGED = pytest.mark.skip(
-    reason="forced CPU-fallback path: its failures are not yet triaged into "
-    "conformance/expected_failures.txt (full run: 98.8% of samples pass); "
-    "run `conformance/run.py --fallback` for the figures")
-
-
-@pytest.mark.parametrize("path", ["host", pytest.param("fallback", marks=FALLBACK_NOT_TRIAGED)])
+@pytest.mark.parametrize("path", ["host", "fallback"])
 def test_ci_subset(tmp_path, path):
     args = ["--subset", "ci"] + (["--fallback"] if path == "fallback" else [])
     proc = _run(tmp_path, *args)

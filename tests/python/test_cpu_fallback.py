@@ -224,3 +224,42 @@ def test_force_all_training_step_matches_cpu():
     )
     assert proc.returncode == 0, f"exit status {proc.returncode}: {proc.stderr[-2000:]}"
     assert proc.stdout.strip() == "ok"
+
+
+def test_force_all_keeps_views_written_arguments_and_layouts():
+    # Views stay views (metadata only, never copied); arguments an op writes
+    # come back (batch norm's running stats); results keep the CPU's layout;
+    # conjugate views travel as bits.
+    proc = run_python(
+        """
+        import torch
+        x = torch.zeros(3, 3, device="neuron")
+        x.diagonal().add_(1)
+        assert x.cpu().trace().item() == 3.0
+        a = torch.randn(5, device="neuron"); before = a.cpu(); a.detach().add_(1)
+        torch.testing.assert_close(a.cpu(), before + 1)
+        pad = torch.nn.functional.pad(torch.arange(4.).reshape(1, 1, 4).to("neuron"), (1, 1), mode="circular")
+        assert pad.cpu().tolist() == [[[3.0, 0.0, 1.0, 2.0, 3.0, 0.0]]]
+        bn = torch.nn.BatchNorm1d(3).to("neuron"); ref = torch.nn.BatchNorm1d(3)
+        inp = torch.randn(4, 3)
+        bn(inp.to("neuron")); ref(inp)
+        torch.testing.assert_close(bn.running_mean.cpu(), ref.running_mean)
+        A, B = torch.randn(5, 3), torch.randn(5, 2)
+        sol = torch.linalg.lstsq(A.to("neuron"), B.to("neuron")).solution
+        assert sol.stride() == torch.linalg.lstsq(A, B).solution.stride()
+        m, n = torch.randn(5, 5), torch.randn(10, 20)
+        out = torch.empty(50, 100, device="neuron")
+        torch.kron(m.to("neuron"), n.to("neuron"), out=out)
+        torch.testing.assert_close(out.cpu(), torch.kron(m, n))
+        q, qs = torch.randn(3, 5), torch.tensor([0.2, 0.7])
+        r = torch.quantile(q.to("neuron"), qs.to("neuron"), dim=0)
+        assert r.stride() == torch.quantile(q, qs, dim=0).stride()
+        c = torch.randn(4, dtype=torch.complex64)
+        torch.testing.assert_close((c.to("neuron").conj() * 2).cpu(), c.conj() * 2)
+        print("ok")
+        """,
+        env={"OPENNEURON_FORCE_CPU_FALLBACK": "all", "OPENNEURON_CPU_FALLBACK": "silent"},
+        check=False,
+    )
+    assert proc.returncode == 0, f"exit status {proc.returncode}: {proc.stderr[-2000:]}"
+    assert proc.stdout.strip() == "ok"

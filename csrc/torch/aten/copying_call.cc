@@ -1,5 +1,6 @@
 #include "torch/aten/copying_call.h"
 
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -14,15 +15,53 @@ bool is_neuron(const at::Tensor& t) {
   return t.defined() && t.device().type() == kNeuron;
 }
 
+// No two elements share memory (gaps between them are fine).
+bool non_overlapping(const at::Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size)
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) > 1) dims.emplace_back(t.stride(d), t.size(d));
+  std::sort(dims.begin(), dims.end());
+  int64_t span = 1;  // elements covered by the dims so far
+  for (const auto& [stride, size] : dims) {
+    if (stride < span) return false;
+    span = stride * (size - 1) + span;
+  }
+  return true;
+}
+
+// A CPU copy with the same strides, so a CPU kernel (TensorIterator picks
+// its output layout from its inputs') sees what it would see on CPU:
+// broadcast dims stay broadcast, strided views stay strided (only the span
+// they cover is allocated, not their whole storage).
+at::Tensor copy_with_layout(const at::Tensor& t) {
+  at::Tensor src = t;
+  bool broadcast = false;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.stride(d) == 0 && t.size(d) > 1) {
+      src = src.narrow(d, 0, 1);
+      broadcast = true;
+    }
+  }
+  const auto options = src.options().device(c10::kCPU);
+  at::Tensor cpu;
+  if (src.is_non_overlapping_and_dense()) {
+    cpu = src.to(options, /*non_blocking=*/false, /*copy=*/true,
+                 at::MemoryFormat::Preserve);
+  } else if (non_overlapping(src)) {
+    cpu = at::empty_strided(src.sizes(), src.strides(), options).copy_(src);
+  } else {
+    cpu = src.to(options, /*non_blocking=*/false, /*copy=*/true);
+  }
+  return broadcast ? cpu.expand(t.sizes()) : cpu;
+}
+
 // The conjugate and negative bits travel as bits: resolving them on the
 // device would run conj_physical/neg there, i.e. through this path again.
 at::Tensor to_cpu(const at::Tensor& t) {
   const bool conj = t.is_conj(), neg = t.is_neg();
   at::Tensor raw = conj ? t.conj() : t;  // views: metadata only
   if (neg) raw = raw._neg_view();
-  at::Tensor cpu = raw.to(raw.options().device(c10::kCPU),
-                          /*non_blocking=*/false, /*copy=*/true,
-                          at::MemoryFormat::Preserve);
+  at::Tensor cpu = copy_with_layout(raw);
   if (neg) cpu = cpu._neg_view();
   return conj ? cpu.conj() : cpu;
 }

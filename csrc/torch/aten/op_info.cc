@@ -55,10 +55,18 @@ bool aliases_without_writing(const c10::AliasInfo* alias) {
   return false;
 }
 
+// Views by schema; the "unsafe" views whose schema does not say so (kron's
+// out= writes through an _unsafe_view of its output); and the in-place view
+// ops, which change their argument's metadata, not its data.
 bool returns_view(const c10::FunctionSchema& schema) {
   for (const auto& r : schema.returns())
     if (aliases_without_writing(r.alias_info())) return true;
-  return false;
+  return starts_with_any(
+      schema.name(),
+      {"aten::_unsafe_view", "aten::unsafe_split", "aten::unsafe_chunk",
+       "aten::transpose_", "aten::t_", "aten::squeeze_", "aten::unsqueeze_",
+       "aten::swapdims_", "aten::swapaxes_", "aten::detach_",
+       "aten::as_strided_"});
 }
 
 OpInfo make_op_info(const c10::OperatorHandle& op) {
