@@ -44,6 +44,34 @@ def _in_layout(t, stride):
     return out.copy_(t)
 
 
+def _with_layout(t, size, stride, offset):
+    """A copy of input `t` laid out as traced (strides and storage offset):
+    kernels index inputs with the traced layout, and AOTAutograd hands a
+    backward its tangents without it (a tangent of a strided view output
+    arrives compact)."""
+    span = offset + 1 + sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else offset
+    base = torch.empty(span, dtype=t.dtype, device=t.device)
+    return base.as_strided(size, stride, offset).copy_(t)
+
+
+def _layout_differs(t, stride, offset):
+    """Whether `t` is laid out otherwise than traced (strides of size-1 dims
+    do not matter)."""
+    return t.storage_offset() != offset or any(
+        a != b for n, a, b in zip(t.shape, t.stride(), stride) if n > 1)
+
+
+def _mutated_inputs(gm):
+    """Placeholders an op of the graph writes into (their caller must see it)."""
+    out = set()
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and isinstance(getattr(n.target, "_schema", None), torch._C.FunctionSchema):
+            for arg, value in zip(n.target._schema.arguments, n.args):
+                if arg.alias_info is not None and arg.alias_info.is_write and isinstance(value, torch.fx.Node):
+                    out.add(value)
+    return out
+
+
 class WrapperBuilder:
     def __init__(self, gm, plan, device, name):
         self.gm = gm
@@ -53,7 +81,8 @@ class WrapperBuilder:
         self.lines = []
         self.globals = {"torch": torch, "_launch": _C._launch_compiled_kernel, "_device": device,
                         "_empty_strided": torch.empty_strided, "_as_strided": torch.as_strided,
-                        "_in_layout": _in_layout}
+                        "_in_layout": _in_layout, "_with_layout": _with_layout,
+                        "_layout_differs": _layout_differs}
         self.nodes = {n.name: n for n in gm.graph.nodes}
         self.extern_args = {}  # of the extern being written: FX name -> IR node id
         self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -95,8 +124,20 @@ class WrapperBuilder:
 
     # ---- program ------------------------------------------------------------
     def bind_inputs(self):
+        mutated = _mutated_inputs(self.gm)
         for i, node in enumerate(self.placeholders):
             self.emit(f"a{i} = args[{i}]")
+            val = node.meta.get("val")
+            if not isinstance(val, torch.Tensor) or node in mutated:
+                continue
+            layout = [val.shape, val.stride(), val.storage_offset()]
+            if not all(isinstance(x, int) for x in [*layout[0], *layout[1], layout[2]]):
+                continue  # symbolic: sizes and strides are read from the input itself
+            if layout[2] == 0 and val.is_contiguous():
+                continue  # Dynamo guards user inputs; AOT makes such tangents contiguous
+            size, stride, offset = tuple(layout[0]), tuple(layout[1]), layout[2]
+            self.emit(f"if _layout_differs(a{i}, {stride}, {offset}):")
+            self.emit(f"a{i} = _with_layout(a{i}, {size}, {stride}, {offset})", indent=2)
         ids = self.plan["inputs"]
         for i, node_id in enumerate(ids):
             if node_id is not None:
