@@ -356,3 +356,18 @@ def test_backward_of_a_strided_view_output():
     (out * w.to(DEV)).sum().backward()
     (ref * w).sum().backward()
     torch.testing.assert_close(xn.grad.cpu(), xc.grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8, torch.uint8])
+def test_integer_pow_is_generated_and_matches_eager(dtype):
+    # Squaring with wrap-around, negative exponents 0 except for bases +-1.
+    low = 0 if dtype == torch.uint8 else -3
+    g = torch.Generator().manual_seed(0)
+    a = torch.randint(low, 6, (500,), generator=g).to(dtype)
+    b = torch.randint(low, 40, (500,), generator=g).to(dtype)
+    before = compiler.metrics()["extern_ops"].get("aten.pow.Tensor_Tensor", 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", compiler.CompileFallbackWarning)
+        out = torch.compile(lambda x, y: torch.pow(x, y) + x ** 3, backend="neuron")(a.to(DEV), b.to(DEV))
+    assert torch.equal(out.cpu(), torch.pow(a, b) + a ** 3)
+    assert compiler.metrics()["extern_ops"].get("aten.pow.Tensor_Tensor", 0) == before

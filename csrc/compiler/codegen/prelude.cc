@@ -8,6 +8,7 @@ const char* const kKernelPrelude = R"PRELUDE(
 #include <cstring>
 #include <limits>
 #include <algorithm>
+#include <type_traits>
 
 // glibc's libmvec has SIMD versions of libm's functions (at most 4 ulp from
 // the correctly rounded result); declaring them lets loops that call exp,
@@ -111,7 +112,22 @@ template <typename T> static inline T on_trunc(T a) { return std::trunc(a); }
 static inline int64_t on_trunc(int64_t a) { return a; }
 template <typename T> static inline T on_round(T a) { return std::nearbyint(a); }
 static inline int64_t on_round(int64_t a) { return a; }
-template <typename T> static inline T on_pow(T a, T b) { return std::pow(a, b); }
+// Integer pow as ATen computes it: squaring (wrapping on overflow, done in
+// unsigned arithmetic so the wrap is defined); a negative exponent gives 0
+// except for bases 1 and -1.
+template <typename T> static inline T on_pow(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    if constexpr (std::is_signed_v<T>)
+      if (b < 0) return a == 1 ? T(1) : a == T(-1) ? ((b % 2) ? T(-1) : T(1)) : T(0);
+    using U = std::make_unsigned_t<T>;
+    U result = 1, base = static_cast<U>(a);
+    for (U e = static_cast<U>(b); e; e >>= 1, base *= base)
+      if (e & 1) result *= base;
+    return static_cast<T>(result);
+  } else {
+    return std::pow(a, b);
+  }
+}
 template <typename T> static inline T on_fmod(T a, T b) { return std::fmod(a, b); }
 static inline int64_t on_fmod(int64_t a, int64_t b) { return a % b; }
 template <typename T> static inline T on_remainder(T a, T b) {

@@ -341,7 +341,6 @@ class Lowerer {
     if (pw.is_comparison && compute_dtype(common) != common && is_floating(common))
       for (auto& o : ops)
         if (o.node && o.node->dtype != common) o.node = cast(o.node, common);
-    if (op == "pow" && is_integral(m.dtype)) throw UnsupportedError("integer pow");
     Node* n = new_node(NodeKind::Pointwise, op, m);
     n->compute = ct;
     for (size_t i = 0; i < ops.size(); ++i) {
