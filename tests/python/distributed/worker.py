@@ -391,7 +391,9 @@ def dead_rank():
             loss.item()
         except Exception as error:  # noqa: BLE001
             print(f"rank {RANK}: error after {time.time() - start:.1f}s at step {step}: {error}", flush=True)
-            sys.exit(3)
+            # os._exit: on the Gloo path an interpreter shutdown right after
+            # the error can still abort in a transport thread (see notes).
+            os._exit(3)
     print(f"rank {RANK}: finished without noticing the dead rank", flush=True)
 
 
