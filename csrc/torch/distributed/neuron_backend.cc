@@ -138,7 +138,11 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::wrap(
 
 ShmChannel* NeuronBackend::shm_for(c10::ScalarType dtype,
                                    c10d::ReduceOp::RedOpType op) {
-  if (getSize() < 2 || !shm::supports(dtype, op)) return nullptr;
+  return shm::supports(dtype, op) ? shm_channel() : nullptr;
+}
+
+ShmChannel* NeuronBackend::shm_channel() {
+  if (getSize() < 2) return nullptr;
   std::lock_guard<std::mutex> lock(shm_mutex_);
   if (!shm_tried_) {
     shm_tried_ = true;
@@ -204,6 +208,22 @@ std::string NeuronBackend::ranks_missing_at(uint64_t sequence) {
 c10::intrusive_ptr<c10d::Work> NeuronBackend::broadcast(
     Tensors& tensors, const c10d::BroadcastOptions& opts) {
   auto host = host_aliases(tensors, "broadcast");
+  if (host.size() == 1) {
+    TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < getSize(),
+                "neuron backend: broadcast root ", opts.rootRank,
+                " is not a rank of this group (size ", getSize(), ")");
+    if (auto* ch = shm_channel()) {
+      const auto timeout = options_->timeout;
+      return run_on_shm(
+          *ch,
+          [t = host[0], root = static_cast<int>(opts.rootRank),
+           timeout](ShmChannel& c) {
+            at::Tensor tensor = t;
+            shm::broadcast(c, tensor, root, timeout);
+          },
+          tensors, host, OpType::BROADCAST, "broadcast", nullptr);
+    }
+  }
   return wrap(gloo_->broadcast(host, opts), tensors, OpType::BROADCAST,
               "broadcast");
 }
@@ -262,7 +282,7 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::_allgather_base(
   auto host_out = host_alias(output, "all_gather_into_tensor");
   auto host_in = host_alias(input, "all_gather_into_tensor");
   if (host_out.scalar_type() == host_in.scalar_type()) {
-    if (auto* ch = shm_for(host_in.scalar_type(), c10d::ReduceOp::MAX)) {
+    if (auto* ch = shm_channel()) {
       const auto timeout = options_->timeout;
       return run_on_shm(
           *ch,

@@ -121,9 +121,11 @@ class NeuronBackend : public c10d::Backend {
   c10::Device device_of(const std::vector<at::Tensor>& tensors) const;
   std::string describe(const char* name, uint64_t sequence) const;
   // The shared-memory channel when every rank is on this machine and it
-  // can move `dtype` with `op` (set up on the first such collective, which
-  // every rank reaches alike); nullptr: the collective goes through Gloo.
+  // can reduce `dtype` with `op` (set up on the first collective that can
+  // use it, which every rank reaches alike); nullptr: Gloo.
   ShmChannel* shm_for(c10::ScalarType dtype, c10d::ReduceOp::RedOpType op);
+  // The channel for collectives that only move data (any dtype).
+  ShmChannel* shm_channel();
   // Queues `move` on the channel's worker thread; the Work presents
   // `outputs` once it ran (a peer that is gone fails it).
   c10::intrusive_ptr<c10d::Work> run_on_shm(

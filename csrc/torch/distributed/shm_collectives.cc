@@ -87,6 +87,22 @@ void allreduce(ShmChannel& ch, at::Tensor& tensor, Op op,
   });
 }
 
+void broadcast(ShmChannel& ch, at::Tensor& tensor, int root,
+               std::chrono::milliseconds timeout) {
+  on_contiguous(tensor, [&](at::Tensor& t) {
+    const int64_t elem = t.element_size();
+    const int64_t chunk = static_cast<int64_t>(ch.slot_bytes()) / elem;
+    char* data = static_cast<char*>(t.data_ptr());
+    for (int64_t off = 0; off < t.numel(); off += chunk) {
+      const int64_t n = std::min(chunk, t.numel() - off);
+      ch.next_set();
+      if (ch.rank() == root) std::memcpy(ch.slot(root), data + off * elem, n * elem);
+      ch.barrier(timeout);
+      if (ch.rank() != root) std::memcpy(data + off * elem, ch.slot(root), n * elem);
+    }
+  });
+}
+
 void all_gather_into_tensor(ShmChannel& ch, at::Tensor& output,
                             const at::Tensor& input,
                             std::chrono::milliseconds timeout) {

@@ -16,6 +16,8 @@ bool supports(c10::ScalarType dtype, c10d::ReduceOp::RedOpType op);
 
 void allreduce(ShmChannel& channel, at::Tensor& tensor,
                c10d::ReduceOp::RedOpType op, std::chrono::milliseconds timeout);
+void broadcast(ShmChannel& channel, at::Tensor& tensor, int root,
+               std::chrono::milliseconds timeout);
 void all_gather_into_tensor(ShmChannel& channel, at::Tensor& output,
                             const at::Tensor& input,
                             std::chrono::milliseconds timeout);

@@ -135,6 +135,15 @@ def large_and_typed():
     dist.all_reduce(expected, group=GLOO)
     dist.all_reduce(strided)
     same(strided, expected, "all_reduce of a transposed tensor")
+    for root in (0, WORLD - 1):
+        dev, cpu = both(lambda a, g: dist.broadcast(a[0], src=root, group=g), data((big,), seed=75))
+        same(dev[0], cpu[0], f"broadcast of {big} elements from {root}")
+    z = torch.complex(data((300,), seed=76), data((300,), seed=77))
+    dev, cpu = both(lambda a, g: dist.broadcast(a[0], src=WORLD - 1, group=g), z)
+    same(dev[0], cpu[0], "broadcast complex64")
+    dev, cpu = both(lambda a, g: dist.all_gather_into_tensor(a[1], a[0], group=g), z,
+                    torch.zeros(300 * WORLD, dtype=torch.complex64))
+    same(dev[1], cpu[1], "all_gather_into_tensor complex64")
     dev, cpu = both(lambda a, g: dist.all_gather_into_tensor(a[1], a[0], group=g),
                     data((big // 2,), seed=72), torch.zeros(big // 2 * WORLD))
     same(dev[1], cpu[1], "all_gather_into_tensor, chunked")
