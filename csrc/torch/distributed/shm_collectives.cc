@@ -39,6 +39,16 @@ void on_contiguous(at::Tensor& t, Body body) {
   if (!c.is_same(t)) t.copy_(c);
 }
 
+// Calls body(offset, count) for each chunk of `numel` elements, `chunk` at
+// a time, on the other slot set each time.
+template <typename Body>
+void for_each_chunk(ShmChannel& ch, int64_t numel, int64_t chunk, Body body) {
+  for (int64_t off = 0; off < numel; off += chunk) {
+    ch.next_set();
+    body(off, std::min(chunk, numel - off));
+  }
+}
+
 }  // namespace
 
 bool supports(c10::ScalarType dtype, Op op) {
@@ -64,9 +74,7 @@ void allreduce(ShmChannel& ch, at::Tensor& tensor, Op op,
     const int64_t elem = t.element_size();
     const int64_t chunk = static_cast<int64_t>(ch.slot_bytes()) / elem;
     char* data = static_cast<char*>(t.data_ptr());
-    for (int64_t off = 0; off < t.numel(); off += chunk) {
-      const int64_t n = std::min(chunk, t.numel() - off);
-      ch.next_set();
+    for_each_chunk(ch, t.numel(), chunk, [&](int64_t off, int64_t n) {
       std::memcpy(ch.slot(ch.rank()), data + off * elem, n * elem);
       ch.barrier(timeout);
       // Each rank reduces its part of the chunk, in its own slot.
@@ -83,7 +91,7 @@ void allreduce(ShmChannel& ch, at::Tensor& tensor, Op op,
         std::memcpy(data + (off + plo) * elem, ch.slot(p) + plo * elem,
                     (phi - plo) * elem);
       }
-    }
+    });
   });
 }
 
@@ -93,13 +101,11 @@ void broadcast(ShmChannel& ch, at::Tensor& tensor, int root,
     const int64_t elem = t.element_size();
     const int64_t chunk = static_cast<int64_t>(ch.slot_bytes()) / elem;
     char* data = static_cast<char*>(t.data_ptr());
-    for (int64_t off = 0; off < t.numel(); off += chunk) {
-      const int64_t n = std::min(chunk, t.numel() - off);
-      ch.next_set();
+    for_each_chunk(ch, t.numel(), chunk, [&](int64_t off, int64_t n) {
       if (ch.rank() == root) std::memcpy(ch.slot(root), data + off * elem, n * elem);
       ch.barrier(timeout);
       if (ch.rank() != root) std::memcpy(data + off * elem, ch.slot(root), n * elem);
-    }
+    });
   });
 }
 
@@ -116,14 +122,12 @@ void all_gather_into_tensor(ShmChannel& ch, at::Tensor& output,
     const int64_t chunk = static_cast<int64_t>(ch.slot_bytes()) / elem;
     const char* src = static_cast<const char*>(in.data_ptr());
     char* dst = static_cast<char*>(out.data_ptr());
-    for (int64_t off = 0; off < numel; off += chunk) {
-      const int64_t n = std::min(chunk, numel - off);
-      ch.next_set();
+    for_each_chunk(ch, numel, chunk, [&](int64_t off, int64_t n) {
       std::memcpy(ch.slot(ch.rank()), src + off * elem, n * elem);
       ch.barrier(timeout);
       for (int p = 0; p < ch.size(); ++p)
         std::memcpy(dst + (p * numel + off) * elem, ch.slot(p), n * elem);
-    }
+    });
   });
 }
 
@@ -143,9 +147,7 @@ void reduce_scatter_tensor(ShmChannel& ch, at::Tensor& output,
         static_cast<int64_t>(ch.slot_bytes()) / (elem * ch.size());
     const char* src = static_cast<const char*>(in.data_ptr());
     char* dst = static_cast<char*>(out.data_ptr());
-    for (int64_t off = 0; off < numel; off += chunk) {
-      const int64_t n = std::min(chunk, numel - off);
-      ch.next_set();
+    for_each_chunk(ch, numel, chunk, [&](int64_t off, int64_t n) {
       for (int p = 0; p < ch.size(); ++p)
         std::memcpy(ch.slot(ch.rank()) + p * n * elem,
                     src + (p * numel + off) * elem, n * elem);
@@ -155,7 +157,7 @@ void reduce_scatter_tensor(ShmChannel& ch, at::Tensor& output,
       acc.copy_(view_of(ch.slot(0) + ch.rank() * n * elem, n, dtype));
       for (int p = 1; p < ch.size(); ++p)
         reduce_into(acc, view_of(ch.slot(p) + ch.rank() * n * elem, n, dtype), op);
-    }
+    });
   });
 }
 
