@@ -68,6 +68,12 @@ def test_functional_collectives_and_tensor_parallel_under_compile_match_eager():
 
 
 @pytest.mark.timeout(120)
+def test_abort_fails_the_collective_in_flight_at_once():
+    out = torchrun(2, "abort", timeout=90)
+    assert "rank 0: abort OK" in out, out
+
+
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("shm", ["1", "0"], ids=["shm", "gloo-only"])
 def test_dead_rank_fails_the_others_fast_with_a_clear_error(shm):
     # Launched by hand: torchrun would kill the survivors itself.

@@ -430,6 +430,13 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::barrier(
   return wrap(gloo_->barrier(opts), {}, OpType::BARRIER, "barrier");
 }
 
+void NeuronBackend::abort() {
+  if (shm_) shm_->abort();
+  gloo_->abort();
+}
+
+void NeuronBackend::shutdown() { gloo_->shutdown(); }
+
 void NeuronBackend::setTimeout(std::chrono::milliseconds timeout) {
   options_->timeout = timeout;
   gloo_->setTimeout(timeout);

@@ -108,6 +108,9 @@ class NeuronBackend : public c10d::Backend {
       const c10d::BarrierOptions& opts) override;
 
   void setTimeout(std::chrono::milliseconds timeout) override;
+  // Fails what is in flight at once (shared memory and Gloo).
+  void abort() override;
+  void shutdown() override;
   uint64_t getSequenceNumberForGroup() override;
   void setSequenceNumberForGroup() override;
 

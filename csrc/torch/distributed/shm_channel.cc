@@ -159,9 +159,18 @@ std::vector<int> ShmChannel::dead(const std::vector<int>& ranks) const {
   return out;
 }
 
+void ShmChannel::abort() {
+  aborted_.store(true);
+  futex_wake_all(arrivals());
+}
+
 void ShmChannel::barrier(std::chrono::milliseconds timeout) {
   if (broken_)
     throw ShmPeerError("the group's shared-memory channel failed earlier", {});
+  if (aborted_.load()) {
+    broken_ = true;
+    throw ShmPeerError("the group was aborted", {});
+  }
   const uint64_t step = ++step_;
   peer(rank_)->step.store(step, std::memory_order_release);
   arrivals()->fetch_add(1, std::memory_order_release);
@@ -181,6 +190,10 @@ void ShmChannel::barrier(std::chrono::milliseconds timeout) {
     if (all) return;
     if (spins < spin_limit) continue;
     futex_wait(arrivals(), seen, std::chrono::milliseconds(5));
+    if (aborted_.load()) {
+      broken_ = true;
+      throw ShmPeerError("the group was aborted", behind(step));
+    }
     const auto now = clock::now();
     if (now < next_check) continue;
     next_check = now + std::chrono::milliseconds(5);

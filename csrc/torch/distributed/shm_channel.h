@@ -51,6 +51,8 @@ class ShmChannel {
   // before `timeout`, or that died; the channel is then broken for good.
   void barrier(std::chrono::milliseconds timeout);
   bool broken() const { return broken_; }
+  // Makes every barrier (now waiting or later) fail at once (group abort).
+  void abort();
 
  private:
   struct alignas(64) Peer {
@@ -76,6 +78,7 @@ class ShmChannel {
   uint64_t step_ = 0;
   bool check_pids_ = false;
   bool oversubscribed_ = false;  // more ranks than cores: do not spin
+  std::atomic<bool> aborted_{false};
   bool broken_ = false;
 };
 

@@ -376,6 +376,28 @@ def compiled():
     print(f"rank {RANK}: compiled OK", flush=True)
 
 
+def abort():
+    """An in-flight collective fails at once when its group is aborted (rank
+    1 never joins it)."""
+    init()
+    x = torch.ones(10, device=DEVICE)
+    dist.all_reduce(x)
+    if RANK == 1:
+        time.sleep(3)
+        return
+    work = dist.all_reduce(x, async_op=True)
+    time.sleep(0.3)
+    start = time.time()
+    dist.distributed_c10d._abort_process_group()
+    try:
+        work.wait()
+        raise AssertionError("the aborted collective completed")
+    except dist.DistBackendError as error:
+        assert "the group was aborted" in str(error), error
+    assert time.time() - start < 2, time.time() - start
+    print(f"rank {RANK}: abort OK", flush=True)
+
+
 def dead_rank():
     """DDP training in which rank 1 is killed (SIGKILL) at step 3: the
     others must fail with a clear error, not hang."""
@@ -408,7 +430,7 @@ def dead_rank():
 
 if __name__ == "__main__":
     scenarios = {"collectives": collectives, "ddp": ddp, "fsdp2": fsdp2,
-                 "tensor_parallel": tensor_parallel, "split": split, "compiled": compiled, "dead_rank": dead_rank}
+                 "tensor_parallel": tensor_parallel, "split": split, "compiled": compiled, "abort": abort, "dead_rank": dead_rank}
     scenarios[sys.argv[1]]()
     if dist.is_initialized():
         dist.destroy_process_group()
