@@ -27,44 +27,45 @@ def torchrun(nproc, scenario, timeout=240, env=None):
     return proc.stdout
 
 
+def run_scenario(nproc, scenario, **kwargs):
+    """Runs a worker scenario under torchrun; every rank must report OK."""
+    out = torchrun(nproc, scenario, **kwargs)
+    assert out.count(f"{scenario} OK") == nproc, out
+    return out
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("nproc,shm", [(2, "1"), (4, "1"), (2, "0")], ids=["2-shm", "4-shm", "2-gloo-only"])
 def test_collectives_match_gloo_on_cpu(nproc, shm):
     # OPENNEURON_DIST_SHM=0: no shared-memory channel, every collective on Gloo.
-    out = torchrun(nproc, "collectives", env={"OPENNEURON_DIST_SHM": shm})
-    assert out.count("collectives OK") == nproc, out
+    run_scenario(nproc, "collectives", env={"OPENNEURON_DIST_SHM": shm})
 
 
 @pytest.mark.timeout(300)
 def test_ddp_matches_single_device_training():
-    out = torchrun(2, "ddp")
-    assert out.count("ddp OK") == 2, out
+    run_scenario(2, "ddp")
 
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("mixed", [False, True], ids=["fp32", "bf16-mixed"])
 def test_fsdp2_matches_single_device_training(mixed):
-    out = torchrun(2, "fsdp2", env={"NEURON_TEST_MIXED": "1" if mixed else "0"})
-    assert out.count("fsdp2 OK") == 2, out
+    run_scenario(2, "fsdp2", env={"NEURON_TEST_MIXED": "1" if mixed else "0"})
 
 
 @pytest.mark.timeout(300)
 def test_tensor_parallel_mlp_and_attention_match_single_device():
-    out = torchrun(2, "tensor_parallel")
-    assert out.count("tensor_parallel OK") == 2, out
+    run_scenario(2, "tensor_parallel")
 
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("backend", ["cpu:gloo,neuron:neuron", "neuron"])
 def test_split_group_subgroups_run_collectives_on_their_ranks_only(backend):
-    out = torchrun(4, "split", timeout=120, env={"NEURON_TEST_BACKEND": backend})
-    assert out.count("split OK") == 4, out
+    run_scenario(4, "split", timeout=120, env={"NEURON_TEST_BACKEND": backend})
 
 
 @pytest.mark.timeout(300)
 def test_functional_collectives_and_tensor_parallel_under_compile_match_eager():
-    out = torchrun(2, "compiled")
-    assert out.count("compiled OK") == 2, out
+    run_scenario(2, "compiled")
 
 
 @pytest.mark.timeout(120)
