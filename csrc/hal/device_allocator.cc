@@ -9,19 +9,19 @@
 namespace openneuron::hal {
 
 CachingAllocator& device_allocator(int device) {
-  Driver& drv = driver();
-  const int count = drv.device_count();
-  if (device < 0 || device >= count) throw InvalidDeviceError(device, count);
-
   // Everything here is leaked on purpose: tensors freed during static
   // destruction must still find their allocator.
   static auto* const slots =
-      new std::vector<std::atomic<CachingAllocator*>>(count);
+      new std::vector<std::atomic<CachingAllocator*>>(driver().device_count());
   static auto* const create_mutex = new std::mutex;
 
+  // Every allocation and free asks: the common case is one load.
+  const int count = static_cast<int>(slots->size());
+  if (device < 0 || device >= count) throw InvalidDeviceError(device, count);
   std::atomic<CachingAllocator*>& slot = (*slots)[device];
   CachingAllocator* allocator = slot.load(std::memory_order_acquire);
   if (allocator != nullptr) return *allocator;
+  Driver& drv = driver();
   std::lock_guard<std::mutex> lock(*create_mutex);
   allocator = slot.load(std::memory_order_acquire);
   if (allocator == nullptr) {

@@ -46,13 +46,13 @@ c10::Storage CpuViews::to_cpu(const c10::Storage& neuron_storage) {
 
 at::Tensor CpuViews::to_cpu(const at::Tensor& t) {
   for (auto& [cpu, neuron] : tensors_)
-    if (neuron.is_same(t)) return cpu;
+    if (neuron->is_same(t)) return cpu;
   // A ZeroTensor has no data to view: its CPU twin is a CPU ZeroTensor.
   auto cpu = t._is_zerotensor()
                  ? at::_efficientzerotensor(t.sizes(),
                                             t.options().device(c10::kCPU))
                  : make_tensor(to_cpu(t.storage()), c10::DispatchKey::CPU, t);
-  tensors_.emplace_back(cpu, t);
+  tensors_.emplace_back(cpu, &t);
   return cpu;
 }
 
@@ -78,10 +78,10 @@ void CpuViews::write_back() {
     n->set_nbytes(nbytes);
   }
   for (auto& [cpu, neuron] : tensors_) {
-    auto* impl = neuron.unsafeGetTensorImpl();
-    if (!cpu.storage().is_alias_of(to_cpu(neuron.storage())))
+    auto* impl = neuron->unsafeGetTensorImpl();
+    if (!cpu.storage().is_alias_of(to_cpu(neuron->storage())))
       impl->set_storage_keep_dtype(neuron_storage_for(cpu.storage()));
-    if (!same_metadata(cpu, neuron))
+    if (!same_metadata(cpu, *neuron))
       impl->set_sizes_and_strides(cpu.sizes(), cpu.strides(),
                                   cpu.storage_offset());
   }
@@ -122,7 +122,7 @@ c10::Storage CpuViews::adopt(const c10::Storage& cpu_storage) {
 at::Tensor CpuViews::to_neuron(const at::Tensor& cpu_tensor) {
   if (!cpu_tensor.defined() || !cpu_tensor.is_cpu()) return cpu_tensor;
   for (auto& [cpu, neuron] : tensors_)
-    if (cpu.is_same(cpu_tensor)) return neuron;
+    if (cpu.is_same(cpu_tensor)) return *neuron;
   auto storage = neuron_storage_for(cpu_tensor.storage());
   if (cpu_tensor.use_count() == 1) {
     // Nobody else holds the kernel's fresh result: turn that TensorImpl into

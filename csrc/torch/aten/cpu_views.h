@@ -8,6 +8,11 @@
 // the neuron tensor, and the kernel's outputs become neuron tensors: a view
 // of an input maps back to that input's storage, a fresh output adopts the
 // device memory it was allocated in (see cpu_allocation_redirect.h).
+//
+// The neuron tensors given to to_cpu must outlive the CpuViews: it keeps
+// pointers, not references, to them (taking a reference to a tensor Python
+// holds costs a Python incref and decref, as much as a small kernel's
+// bookkeeping).
 #pragma once
 
 #include <utility>
@@ -37,7 +42,7 @@ class CpuViews {
   // neuron storage -> its CPU view storage
   c10::SmallVector<std::pair<c10::Storage, c10::Storage>, 4> storages_;
   // CPU view tensor -> the neuron tensor it shows
-  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 4> tensors_;
+  c10::SmallVector<std::pair<at::Tensor, const at::Tensor*>, 4> tensors_;
   // storages adopted from kernel outputs: CPU storage -> neuron storage
   c10::SmallVector<std::pair<c10::StorageImpl*, c10::Storage>, 2> adopted_;
 };

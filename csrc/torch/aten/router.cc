@@ -19,7 +19,6 @@
 #include "torch/runtime/streams.h"
 
 namespace openneuron::integration {
-namespace {
 
 bool host_addressable() {
   static const bool value =
@@ -27,6 +26,26 @@ bool host_addressable() {
       hal::driver().properties(0).host_addressable;
   return value;
 }
+
+void rethrow_with_op_context(const c10::OperatorHandle& op,
+                             c10::DeviceIndex device) {
+  const auto& name = op_info(op).name;
+  try {
+    throw;
+  } catch (c10::NotImplementedError& e) {
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        false, name,
+        " is not implemented for the neuron device: the host driver runs "
+        "ATen's CPU kernels and this op has none.\n",
+        e.what_without_backtrace());
+  } catch (c10::Error& e) {
+    e.add_context("while running " + name + " on neuron:" +
+                  std::to_string(device));
+    throw;
+  }
+}
+
+namespace {
 
 // Host kernels are CPU kernels and draw from the generator's CPU engine.
 void use_engine_generators(const OpInfo& info, const c10::FunctionSchema& schema,
@@ -83,24 +102,22 @@ void run_host_kernel(const c10::OperatorHandle& op, const OpInfo& info,
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
   const size_t first = stack->size() - num_args;
-  CpuViews views(device);
+  // The arguments stay alive (and in place: the views point at them) while
+  // the stack holds their CPU views.
+  c10::SmallVector<c10::IValue, 8> originals;
+  originals.reserve(num_args);
   for (size_t i = first; i < stack->size(); ++i)
-    (*stack)[i] = to_cpu(views, (*stack)[i]);
+    originals.push_back(std::move((*stack)[i]));
+  CpuViews views(device);
+  for (size_t i = 0; i < num_args; ++i)
+    (*stack)[first + i] = to_cpu(views, originals[i]);
   wait_current_stream(device);
   {
     RedirectCpuAllocations redirect(device);
     try {
       op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
-    } catch (c10::NotImplementedError& e) {
-      TORCH_CHECK_NOT_IMPLEMENTED(
-          false, info.name,
-          " is not implemented for the neuron device: the host driver runs "
-          "ATen's CPU kernels and this op has none.\n",
-          e.what_without_backtrace());
-    } catch (c10::Error& e) {
-      e.add_context("while running " + info.name + " on neuron:" +
-                    std::to_string(device));
-      throw;
+    } catch (const c10::Error&) {
+      rethrow_with_op_context(op, device);
     }
   }
   if (info.has_mutable_args) views.write_back();
@@ -109,8 +126,10 @@ void run_host_kernel(const c10::OperatorHandle& op, const OpInfo& info,
     (*stack)[i] = to_neuron(views, (*stack)[i]);
 }
 
-void route(const c10::OperatorHandle& op, c10::DispatchKeySet,
-           torch::jit::Stack* stack) {
+}  // namespace
+
+void route_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet,
+                 torch::jit::Stack* stack) {
   const auto& info = op_info(op);
   const auto device = check_devices(info, op.schema(), *stack);
   use_engine_generators(info, op.schema(), *stack, device);
@@ -121,8 +140,10 @@ void route(const c10::OperatorHandle& op, c10::DispatchKeySet,
   run_host_kernel(op, info, device, stack);
 }
 
+namespace {
+
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&route>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&route_boxed>());
 }
 
 }  // namespace
@@ -163,7 +184,7 @@ void route_ops_with_cpu_kernels_directly() {
     std::string op_name = name.name.substr(6);
     if (!name.overload_name.empty()) op_name += "." + name.overload_name;
     library->impl(op_name.c_str(),
-                  torch::CppFunction::makeFromBoxedFunction<&route>());
+                  torch::CppFunction::makeFromBoxedFunction<&route_boxed>());
   }
 }
 

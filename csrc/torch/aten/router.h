@@ -1,7 +1,22 @@
 // Op routing (see router.cc).
 #pragma once
 
+#include <ATen/core/dispatch/Dispatcher.h>
+
 namespace openneuron::integration {
+
+// Runs any ATen op on neuron tensors: the host kernel on CPU views, or the
+// CPU-fallback path with copies. The neuron fallback kernel of every op.
+void route_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                 torch::jit::Stack* stack);
+
+// True when the driver's memory is host-addressable (the host driver).
+bool host_addressable();
+
+// Inside a catch block: rethrows a CPU kernel's error with the op's name and
+// device added (a missing kernel becomes NotImplementedError saying so).
+[[noreturn]] void rethrow_with_op_context(const c10::OperatorHandle& op,
+                                          c10::DeviceIndex device);
 
 // Registers the router as the neuron kernel of every op that has a CPU
 // kernel but would otherwise take a generic composite kernel, so neuron runs

@@ -1,0 +1,28 @@
+#include "torch/aten/direct_route.h"
+
+#include "torch/aten/op_info.h"
+#include "torch/runtime/settings.h"
+
+namespace openneuron::integration {
+
+DirectOpFacts& direct_op_facts(const char* name, const char* overload,
+                               DirectOpFacts& facts) {
+  const int generation = settings_generation();
+  if (C10_LIKELY(facts.generation.load(std::memory_order_acquire) ==
+                 generation))
+    return facts;
+  std::call_once(facts.found, [&] {
+    facts.op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
+  });
+  const auto& info = op_info(*facts.op);
+  facts.direct.store(host_addressable() && !info.force_cpu_fallback,
+                     std::memory_order_relaxed);
+  facts.accepts_cpu_scalars.store(!info.exact_same_device,
+                                  std::memory_order_relaxed);
+  facts.has_mutable_args.store(info.has_mutable_args,
+                               std::memory_order_relaxed);
+  facts.generation.store(generation, std::memory_order_release);
+  return facts;
+}
+
+}  // namespace openneuron::integration
