@@ -1,5 +1,6 @@
 #include "hal/caching_allocator.h"
 
+#include <array>
 #include <cstdio>
 #include <limits>
 #include <map>
@@ -50,7 +51,12 @@ struct CachingAllocator::Impl {
   Block* alloc_segment(BlockPool& pool, const Queue* queue, size_t size);
   Block* map_segment(BlockPool& pool, const Queue* queue, size_t bytes);
   Block* use_block(Block* block, size_t size, size_t orig_size);
+  void mark_allocated(Block* block, size_t orig_size);
   void free_block(Block* block);
+  void return_to_pool(Block* block);
+  bool park(Block* block);
+  Block* take_parked(const Queue* queue, size_t size);
+  bool unpark_all();
   void insert_events(Block* block);
   void process_events();
   void synchronize_and_free_events();
@@ -71,6 +77,11 @@ struct CachingAllocator::Impl {
   std::map<uintptr_t, Block*> active_blocks;  // allocated, by address
   std::map<uintptr_t, Segment> segments;      // every segment, by address
   std::vector<PendingFree> pending_frees;
+  // Parking lists: freed small blocks by size (index size / kMinBlockSize),
+  // not yet merged back into their pool. A loop that frees and allocates
+  // the same small size (every eager op) then skips the split and merge.
+  std::array<std::vector<Block*>, kMaxParkedSize / kMinBlockSize + 1> parked;
+  size_t parked_count = 0;
 };
 
 CachingAllocator::Impl::~Impl() {
@@ -96,6 +107,13 @@ void* CachingAllocator::Impl::malloc(size_t orig_size, const Queue* queue) {
   size_t size = 0;
   if (orig_size <= kMaxRequest) {
     size = round_size(orig_size);
+    if (Block* reused = take_parked(queue, size)) {
+      mark_allocated(reused, orig_size);
+      return reused->ptr;
+    }
+    // Any other request sees every free block, parked ones merged back, so
+    // the choice stays best fit.
+    unpark_all();
     BlockPool& pool = pool_for(size);
     block = get_free_block(pool, queue, size);
     if (block == nullptr) block = alloc_segment(pool, queue, size);
@@ -203,6 +221,13 @@ Block* CachingAllocator::Impl::use_block(Block* block, size_t size,
     update_stat(stats.inactive_split_bytes, kind,
                 -static_cast<int64_t>(block->size));
   }
+  mark_allocated(block, orig_size);
+  return block;
+}
+
+// A block handed to a client: allocated and active.
+void CachingAllocator::Impl::mark_allocated(Block* block, size_t orig_size) {
+  const Pool kind = block->pool->stat_pool();
   block->allocated = true;
   block->requested_size = orig_size;
   active_blocks.emplace(reinterpret_cast<uintptr_t>(block->ptr), block);
@@ -212,7 +237,52 @@ Block* CachingAllocator::Impl::use_block(Block* block, size_t size,
   update_stat(stats.active, kind, 1);
   update_stat(stats.active_bytes, kind, bytes);
   update_stat(stats.requested_bytes, kind, static_cast<int64_t>(orig_size));
-  return block;
+}
+
+// Parks a freed small block (no longer active) instead of merging it, so
+// the next request of its size and queue takes it back at once. Parked
+// blocks are invisible in the statistics and snapshots, which unpark first:
+// those read exactly as if every free had merged at once, as CUDA's do.
+bool CachingAllocator::Impl::park(Block* block) {
+  if (!block->pool->is_small || block->size > kMaxParkedSize) return false;
+  auto& list = parked[block->size / kMinBlockSize];
+  if (list.size() >= kParkedPerSize) return false;
+  const Pool kind = block->pool->stat_pool();
+  block->parked = true;
+  block->requested_size = 0;
+  list.push_back(block);
+  ++parked_count;
+  update_stat(stats.active, kind, -1);
+  update_stat(stats.active_bytes, kind, -static_cast<int64_t>(block->size));
+  return true;
+}
+
+Block* CachingAllocator::Impl::take_parked(const Queue* queue, size_t size) {
+  if (parked_count == 0 || size > kMaxParkedSize) return nullptr;
+  auto& list = parked[size / kMinBlockSize];
+  for (size_t i = list.size(); i-- > 0;) {
+    Block* block = list[i];
+    if (block->queue != queue) continue;
+    list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));
+    --parked_count;
+    block->parked = false;
+    return block;
+  }
+  return nullptr;
+}
+
+// Returns every parked block to its pool (merged); true if there were any.
+bool CachingAllocator::Impl::unpark_all() {
+  if (parked_count == 0) return false;
+  for (auto& list : parked) {
+    for (Block* block : list) {
+      block->parked = false;
+      return_to_pool(block);
+    }
+    list.clear();
+  }
+  parked_count = 0;
+  return true;
 }
 
 void CachingAllocator::Impl::free(void* ptr) {
@@ -240,19 +310,26 @@ void CachingAllocator::Impl::free(void* ptr) {
       if (block->event_count == 0) free_block(block);
       throw;
     }
-  } else {
+  } else if (!park(block)) {
     free_block(block);
   }
 }
 
-// Returns an unused block to its pool, merged with free neighbours.
+// An unused block stops being active and returns to its pool.
 void CachingAllocator::Impl::free_block(Block* block) {
+  const Pool kind = block->pool->stat_pool();
+  update_stat(stats.active, kind, -1);
+  update_stat(stats.active_bytes, kind, -static_cast<int64_t>(block->size));
+  return_to_pool(block);
+}
+
+// Puts an inactive block back in its pool, merged with free neighbours.
+void CachingAllocator::Impl::return_to_pool(Block* block) {
   BlockPool& pool = *block->pool;
   const Pool kind = pool.stat_pool();
-  const size_t original_size = block->size;
   int64_t inactive_blocks = 0;
   int64_t inactive_bytes = 0;
-  auto mergeable = [](const Block* b) { return b != nullptr && !b->active(); };
+  auto mergeable = [](const Block* b) { return b != nullptr && b->mergeable(); };
   // The lower block survives a merge, so segment heads stay put.
   if (mergeable(block->prev)) {
     Block* prev = block->prev;
@@ -283,8 +360,6 @@ void CachingAllocator::Impl::free_block(Block* block) {
   }
   update_stat(stats.inactive_split, kind, inactive_blocks);
   update_stat(stats.inactive_split_bytes, kind, inactive_bytes);
-  update_stat(stats.active, kind, -1);
-  update_stat(stats.active_bytes, kind, -static_cast<int64_t>(original_size));
 }
 
 void CachingAllocator::Impl::record_stream(void* ptr, Queue* queue) {
@@ -337,6 +412,7 @@ void CachingAllocator::Impl::synchronize_and_free_events() {
 
 void CachingAllocator::Impl::release_cached_blocks() {
   synchronize_and_free_events();
+  unpark_all();
   for (BlockPool* pool : {&small_pool, &large_pool}) {
     for (auto it = pool->blocks.begin(); it != pool->blocks.end();) {
       Block* block = *it;
@@ -414,11 +490,13 @@ void CachingAllocator::empty_cache() {
 
 AllocatorStats CachingAllocator::stats() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->unpark_all();
   return impl_->stats;
 }
 
 void CachingAllocator::reset_peak_stats() {
   std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->unpark_all();
   AllocatorStats& s = impl_->stats;
   for (StatArray* array :
        {&s.allocation, &s.segment, &s.active, &s.inactive_split,
@@ -450,6 +528,7 @@ void CachingAllocator::reset_accumulated_stats() {
 
 std::vector<SegmentSnapshot> CachingAllocator::snapshot() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->unpark_all();
   std::vector<SegmentSnapshot> result;
   result.reserve(impl_->segments.size());
   for (const auto& [address, segment] : impl_->segments) {

@@ -17,6 +17,11 @@ constexpr size_t kSmallBuffer = size_t{2} << 20;     // small-pool segment size
 constexpr size_t kLargeBuffer = size_t{20} << 20;    // segment for mid requests
 constexpr size_t kMinLargeAlloc = size_t{10} << 20;  // from here: own segment
 constexpr size_t kRoundLarge = size_t{2} << 20;  // own segments round to this
+// Freed blocks up to this size are parked for reuse by the next request of
+// the same size (see CachingAllocator::Impl::park), at most kParkedPerSize
+// of each size.
+constexpr size_t kMaxParkedSize = size_t{8} << 10;
+constexpr size_t kParkedPerSize = 4;
 
 inline size_t round_up(size_t size, size_t multiple) {
   return (size + multiple - 1) / multiple * multiple;
@@ -45,12 +50,15 @@ struct Block {
   const Queue* queue = nullptr;  // the queue of the segment
   BlockPool* pool = nullptr;
   bool allocated = false;
+  bool parked = false;           // freed, waiting in a parking list
   int event_count = 0;           // outstanding events of a deferred free
   std::set<Queue*> stream_uses;  // extra queues from record_stream
   Block* prev = nullptr;
   Block* next = nullptr;
 
   bool is_split() const { return prev != nullptr || next != nullptr; }
+  // Free and in its pool: may merge with a neighbour being freed.
+  bool mergeable() const { return !active() && !parked; }
   // In use by a client or by a queue that has not finished with it.
   bool active() const { return allocated || event_count > 0; }
 };

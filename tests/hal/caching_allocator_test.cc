@@ -157,6 +157,48 @@ TEST_F(CachingAllocatorTest, BestFitPicksSmallestBlock) {
   a.free(sep2);
 }
 
+// A freed small block is parked for the next request of its size (the
+// free/allocate pattern of every eager op), yet statistics and snapshots read
+// as if it had merged back at once, and other sizes still get the best fit.
+TEST_F(CachingAllocatorTest, ParkedBlocksAreReusedAndInvisible) {
+  auto& a = make();
+  auto qa = driver_.create_queue(0, 0);
+  auto qb = driver_.create_queue(0, 0);
+  void* keep = a.allocate(512, qa.get());
+  void* p = a.allocate(1024, qa.get());
+  a.free(p);
+  EXPECT_EQ(a.allocate(1024, qa.get()), p) << "same size and queue: reused";
+  a.free(p);
+  EXPECT_NE(a.allocate(1024, qb.get()), p) << "another queue never takes it";
+
+  // Read while parked: merged, as CUDA's allocator reports.
+  AllocatorStats s = a.stats();
+  EXPECT_EQ(s.active[kAll].current, 2);  // keep + qb's block
+  EXPECT_EQ(s.active_bytes[kAll].current, 512 + 1024);
+  EXPECT_EQ(s.inactive_split[kAll].current, 2);  // one free tail per segment
+  EXPECT_EQ(s.inactive_split_bytes[kAll].current,
+            static_cast<int64_t>(2 * 2 * kMiB - 512 - 1024));
+  auto blocks = segment_of(a.snapshot(), keep)->blocks;
+  ASSERT_EQ(blocks.size(), 2u) << "the freed block merged with the tail";
+
+  // A smaller request takes the best fit, parked blocks included.
+  void* big = a.allocate(64 * kKiB, qa.get());
+  void* sep = a.allocate(512, qa.get());
+  void* fit = a.allocate(8 * kKiB, qa.get());
+  void* sep2 = a.allocate(512, qa.get());
+  a.free(big);
+  a.free(fit);  // parked
+  EXPECT_EQ(a.allocate(6 * kKiB, qa.get()), fit);
+
+  // empty_cache also returns segments whose blocks were parked.
+  for (void* ptr : {keep, sep, sep2, fit}) a.free(ptr);
+  a.empty_cache();
+  s = a.stats();
+  EXPECT_EQ(s.reserved_bytes[kAll].current, static_cast<int64_t>(2 * kMiB))
+      << "only qb's segment (one live block) is left";
+  EXPECT_EQ(s.inactive_split[kAll].current, 1);
+}
+
 TEST_F(CachingAllocatorTest, BlocksAreNotSharedAcrossQueues) {
   auto& a = make();
   auto qa = driver_.create_queue(0, 0);

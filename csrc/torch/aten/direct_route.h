@@ -197,9 +197,9 @@ struct Kernel<Op, Result(Args...)> {
     const auto device = scan.device();
     CpuViews views(device);
     ViewSlots<kTensors> slots(views);
-    wait_current_stream(device);
+    auto& queue = wait_current_stream(device);
     auto cpu = [&]() -> Result {
-      RedirectCpuAllocations redirect(device);
+      RedirectCpuAllocations redirect(device, &queue);
       try {
         return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU),
                               to_cpu_arg(slots, std::forward<Args>(args))...);

@@ -111,9 +111,9 @@ void run_host_kernel(const c10::OperatorHandle& op, const OpInfo& info,
   CpuViews views(device);
   for (size_t i = 0; i < num_args; ++i)
     (*stack)[first + i] = to_cpu(views, originals[i]);
-  wait_current_stream(device);
+  auto& queue = wait_current_stream(device);
   {
-    RedirectCpuAllocations redirect(device);
+    RedirectCpuAllocations redirect(device, &queue);
     try {
       op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
     } catch (const c10::Error&) {

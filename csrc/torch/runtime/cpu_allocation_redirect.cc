@@ -15,12 +15,16 @@ namespace openneuron::integration {
 namespace {
 
 OPENNEURON_FAST_TLS thread_local c10::DeviceIndex tls_redirect_device = -1;
+OPENNEURON_FAST_TLS thread_local hal::Queue* tls_redirect_queue = nullptr;
 
 class DeviceMemoryAsCpu final : public c10::Allocator {
  public:
   explicit DeviceMemoryAsCpu(c10::DeviceIndex device) : device_(device) {}
   c10::DataPtr allocate(size_t n) override {
-    return allocate_device_memory(n, device_, c10::Device(c10::kCPU));
+    const c10::Device label(c10::kCPU);
+    if (tls_redirect_queue && tls_redirect_device == device_)
+      return allocate_device_memory(n, device_, label, *tls_redirect_queue);
+    return allocate_device_memory(n, device_, label);
   }
   void copy_data(void* dest, const void* src, std::size_t n) const override {
     std::memcpy(dest, src, n);
@@ -62,13 +66,16 @@ class RedirectingCpuAllocator final : public c10::Allocator {
 
 }  // namespace
 
-RedirectCpuAllocations::RedirectCpuAllocations(c10::DeviceIndex device)
-    : previous_(tls_redirect_device) {
+RedirectCpuAllocations::RedirectCpuAllocations(c10::DeviceIndex device,
+                                               hal::Queue* queue)
+    : previous_(tls_redirect_device), previous_queue_(tls_redirect_queue) {
   tls_redirect_device = device;
+  tls_redirect_queue = queue;
 }
 
 RedirectCpuAllocations::~RedirectCpuAllocations() {
   tls_redirect_device = previous_;
+  tls_redirect_queue = previous_queue_;
 }
 
 c10::Allocator* device_memory_as_cpu_allocator(c10::DeviceIndex device) {

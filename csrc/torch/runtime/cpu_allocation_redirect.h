@@ -9,17 +9,23 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/Device.h>
 
+#include "hal/queue.h"
+
 namespace openneuron::integration {
 
 class RedirectCpuAllocations {
  public:
-  explicit RedirectCpuAllocations(c10::DeviceIndex device);
+  // Allocations go to `queue`'s stream on `device` (the current stream when
+  // no queue is given; a host kernel already looked it up to wait on it).
+  explicit RedirectCpuAllocations(c10::DeviceIndex device,
+                                  hal::Queue* queue = nullptr);
   ~RedirectCpuAllocations();
   RedirectCpuAllocations(const RedirectCpuAllocations&) = delete;
   RedirectCpuAllocations& operator=(const RedirectCpuAllocations&) = delete;
 
  private:
   c10::DeviceIndex previous_;
+  hal::Queue* previous_queue_;
 };
 
 // A CPU-labelled allocator of device memory on `device`: the allocator of the

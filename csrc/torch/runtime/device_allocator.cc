@@ -56,7 +56,12 @@ c10::DataPtr allocate_device_memory(size_t nbytes, c10::DeviceIndex device,
                                     c10::Device label) {
   lazy_init();
   if (nbytes == 0) return c10::DataPtr(nullptr, label);
-  auto& queue = current_queue(device);
+  return allocate_device_memory(nbytes, device, label, current_queue(device));
+}
+
+c10::DataPtr allocate_device_memory(size_t nbytes, c10::DeviceIndex device,
+                                    c10::Device label, hal::Queue& queue) {
+  if (nbytes == 0) return c10::DataPtr(nullptr, label);
   void* ptr;
   try {
     ptr = hal::device_allocator(device).allocate(nbytes, &queue);

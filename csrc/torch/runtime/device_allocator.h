@@ -31,6 +31,9 @@ DeviceAllocator& device_allocator();
 // Host kernels label it CPU so ATen's CPU kernels accept it.
 c10::DataPtr allocate_device_memory(size_t nbytes, c10::DeviceIndex device,
                                     c10::Device label);
+// The same for the given queue's stream (a queue of `device`).
+c10::DataPtr allocate_device_memory(size_t nbytes, c10::DeviceIndex device,
+                                    c10::Device label, hal::Queue& queue);
 // True when `ptr` was allocated by allocate_device_memory (any label).
 bool is_device_memory(const c10::DataPtr& ptr);
 // Frees device memory given only its address (a raw allocation); returns

@@ -119,9 +119,10 @@ hal::Queue& current_queue(c10::DeviceIndex device) {
   return *cached.queue;
 }
 
-void wait_current_stream(c10::DeviceIndex device) {
+hal::Queue& wait_current_stream(c10::DeviceIndex device) {
   auto& queue = current_queue(device);
   if (!queue.query()) queue.synchronize();
+  return queue;
 }
 
 }  // namespace openneuron::integration

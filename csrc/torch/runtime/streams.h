@@ -25,6 +25,7 @@ hal::Queue& current_queue(c10::DeviceIndex device);
 
 // Kernels of the host driver run on the calling thread; before one touches
 // device memory, asynchronous work queued on the current stream must finish.
-void wait_current_stream(c10::DeviceIndex device);
+// Returns that stream's queue.
+hal::Queue& wait_current_stream(c10::DeviceIndex device);
 
 }  // namespace openneuron::integration
