@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <unordered_map>
 #include <string>
 #include <utility>
 
@@ -74,7 +75,8 @@ struct CachingAllocator::Impl {
   AllocatorStats stats;
   BlockPool small_pool{true};
   BlockPool large_pool{false};
-  std::map<uintptr_t, Block*> active_blocks;  // allocated, by address
+  // Allocated blocks by address: looked up on every free.
+  std::unordered_map<uintptr_t, Block*> active_blocks;
   std::map<uintptr_t, Segment> segments;      // every segment, by address
   std::vector<PendingFree> pending_frees;
   // Parking lists: freed small blocks by size (index size / kMinBlockSize),
@@ -440,11 +442,16 @@ void CachingAllocator::Impl::release_segment(Block* head) {
 // The allocated block containing `ptr`, or nullptr.
 Block* CachingAllocator::Impl::find_active(const void* ptr) const {
   const auto address = reinterpret_cast<uintptr_t>(ptr);
-  auto it = active_blocks.upper_bound(address);
-  if (it == active_blocks.begin()) return nullptr;
+  auto it = segments.upper_bound(address);
+  if (it == segments.begin()) return nullptr;
   --it;
-  Block* block = it->second;
-  return address < it->first + block->size ? block : nullptr;
+  if (address >= it->first + it->second.size) return nullptr;
+  for (Block* b = it->second.head; b != nullptr; b = b->next) {
+    const auto start = reinterpret_cast<uintptr_t>(b->ptr);
+    if (address >= start && address < start + b->size)
+      return b->allocated ? b : nullptr;
+  }
+  return nullptr;
 }
 
 CachingAllocator::CachingAllocator(Driver& driver, int device, size_t capacity)
