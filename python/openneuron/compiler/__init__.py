@@ -7,7 +7,8 @@
 
 Settings (environment): OPENNEURON_COMPILE_CACHE_DIR, OPENNEURON_COMPILE_CACHE,
 OPENNEURON_COMPILE_CACHE_MAX_MB, OPENNEURON_COMPILE_STRICT,
-OPENNEURON_COMPILE_DEBUG (a folder for per-graph dumps), OPENNEURON_CXX.
+OPENNEURON_COMPILE_DEBUG (a folder for per-graph dumps), OPENNEURON_CXX,
+OPENNEURON_COMPILE_PRECOMPILE (warm starts skip tracing: precompile.py).
 """
 
 from . import metrics as _metrics
@@ -33,6 +34,14 @@ def register():
     # itself right after; registering here too would be a duplicate.
     if "neuron" not in _COMPILER_FNS and not isinstance(_BACKENDS.get("neuron"), EntryPoint):
         register_backend(neuron_backend, name="neuron")
+    from .config import settings
+
+    if settings().precompile:
+        # Dynamo looks for a saved frame when torch.compile wraps it, before
+        # our backend first runs: the cache must be on from the start.
+        from . import precompile
+
+        precompile.enable()
 
 
 def metrics():

@@ -16,13 +16,16 @@ class CompilerError(RuntimeError):
     """The compiler failed (bad input, or the system C++ compiler failed)."""
 
 
+def library_path() -> str:
+    from .. import _C  # the compiler library is installed beside it
+
+    return os.path.join(os.path.dirname(_C.__file__), "libopenneuron_compiler.so")
+
+
 def _library():
     global _lib
     if _lib is None:
-        from .. import _C  # the compiler library is installed beside it
-
-        path = os.path.join(os.path.dirname(_C.__file__), "libopenneuron_compiler.so")
-        lib = ctypes.CDLL(path)
+        lib = ctypes.CDLL(library_path())
         lib.openneuron_compile.restype = ctypes.c_void_p
         lib.openneuron_compile.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
         lib.openneuron_free.argtypes = [ctypes.c_void_p]

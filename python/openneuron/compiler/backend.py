@@ -16,7 +16,7 @@ from torch._decomp import core_aten_decompositions, get_decompositions
 from torch._dynamo.backends.common import aot_autograd
 
 from .. import _C
-from . import _native, metrics
+from . import _native, metrics, precompile
 from .config import settings
 from .serialize import graph_json
 from .wrapper import WrapperBuilder
@@ -84,6 +84,8 @@ def _fallback(gm, name, reason):
         raise StrictCompileError(f"graph {name} cannot be compiled: {reason}")
     warnings.warn(f"openneuron: graph {name} runs through eager kernels: {reason}", CompileFallbackWarning)
     metrics.record_graph_fallback()
+    if settings().precompile:
+        return precompile.eager_output_code(gm)
     return torch._functorch.aot_autograd.make_boxed_func(gm.forward)
 
 
@@ -157,14 +159,12 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "forw
     s = settings()
     t0 = time.perf_counter()
     original = gm
+    options = {"cache_dir": s.cache_dir, "cache_enabled": s.cache_enabled, "cache_max_bytes": s.cache_max_bytes,
+               "debug": bool(s.debug_dir)}
     try:
         gm, constants = _lift_constants(_reinplace_input_updates(gm))
         graph = graph_json(gm)
-        plan = _native.compile_graph(
-            graph,
-            {"cache_dir": s.cache_dir, "cache_enabled": s.cache_enabled, "cache_max_bytes": s.cache_max_bytes,
-             "debug": bool(s.debug_dir)},
-        )
+        plan = _native.compile_graph(graph, options)
     except _native.CompilerUnsupported as e:
         return _fallback(original, name, str(e))
     plan["symbols"] = graph["symbols"]
@@ -174,15 +174,21 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "forw
             raise StrictCompileError(f"graph {name}: ops not compiled: {ops}")
         warnings.warn(f"openneuron: graph {name}: ops run through eager kernels: {ops}", CompileFallbackWarning)
     device = _device_of(gm)
-    handles = {step["name"]: _C._compiled_kernel(plan["library"], step["name"], device.index or 0,
-                                                 f"{name}.{step['name']} [{step.get('summary', '')}]")
-               for step in plan["steps"] if step["kind"] == "kernel"}
+    labels = [(step["name"], f"{name}.{step['name']} [{step.get('summary', '')}]")
+              for step in plan["steps"] if step["kind"] == "kernel"]
+    handles = {step: _C._compiled_kernel(plan["library"], step, device.index or 0, label)
+               for step, label in labels}
+    builder = WrapperBuilder(gm, plan, device, name)
     try:
-        fn, source = WrapperBuilder(gm, plan, device, name).build(handles)
+        fn, source = builder.build(handles)
     except _native.CompilerUnsupported as e:
         return _fallback(original, name, str(e))
     if constants:
         fn = _with_constants(fn, constants)
+    if s.precompile:
+        fn = precompile.output_code(fn, name=name, source=source, globals_=builder.globals, graph=graph,
+                                    options=options, plan=plan, handles_labels=labels, device=device,
+                                    lifted=constants)
     elapsed = time.perf_counter() - t0
     cache = plan.get("cache")
     metrics.record_graph(plan, elapsed)
@@ -217,6 +223,35 @@ _aot_backend = aot_autograd(
 )
 
 
+def _savable(compiler):
+    from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
+    from torch._inductor.output_code import OutputCode
+
+    return SerializableAOTDispatchCompiler(OutputCode, compiler)
+
+
+# The same, with compiled graphs AOTAutograd's bundled cache can save, for
+# Dynamo's precompile cache (precompile.py).
+_savable_aot_backend = aot_autograd(
+    fw_compiler=_savable(_forward),
+    bw_compiler=_savable(_backward),
+    inference_compiler=_savable(_inference),
+    decompositions=decompositions(),
+    keep_inference_input_mutations=True,
+)
+_cache_tag = None
+
+
+def _run_savable(gm, example_inputs, **kwargs):
+    global _cache_tag
+    precompile.enable()
+    if _cache_tag is None:
+        _cache_tag = precompile.cache_tag(str(op) for op in decompositions())
+    with torch._functorch.config.patch(bundled_autograd_cache=True, force_non_lazy_backward_lowering=True), \
+            torch.compiler.config.patch(cache_key_tag=_cache_tag):
+        return _savable_aot_backend(gm, example_inputs, **kwargs)
+
+
 def _recompile_reason():
     """The guard that failed when Dynamo recompiles the frame being compiled
     (None on a first compile). Dynamo computes it before calling the backend
@@ -237,4 +272,6 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
         compile_id = torch._guards.CompileContext.current_compile_id()
         log.info("openneuron: recompiling (compile id %s) because a guard failed: %s", compile_id, reason)
         metrics.record_recompile(str(compile_id), reason)
+    if settings().precompile:
+        return _run_savable(gm, example_inputs, **kwargs)
     return _aot_backend(gm, example_inputs, **kwargs)

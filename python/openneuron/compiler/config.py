@@ -19,6 +19,7 @@ class CompileSettings:
     cache_max_bytes: int
     strict: bool
     debug_dir: str
+    precompile: bool
 
 
 def settings() -> CompileSettings:
@@ -31,4 +32,5 @@ def settings() -> CompileSettings:
         cache_max_bytes=int(float(os.environ.get("OPENNEURON_COMPILE_CACHE_MAX_MB", "1024")) * (1 << 20)),
         strict=_flag("OPENNEURON_COMPILE_STRICT", False),
         debug_dir=os.environ.get("OPENNEURON_COMPILE_DEBUG", ""),
+        precompile=_flag("OPENNEURON_COMPILE_PRECOMPILE", False),
     )

@@ -72,6 +72,15 @@ def _mutated_inputs(gm):
     return out
 
 
+def wrapper_globals(device):
+    """The names every wrapper program uses, besides its own constants (_c*)
+    and kernel handles (_k)."""
+    return {"torch": torch, "_launch": _C._launch_compiled_kernel, "_device": device,
+            "_empty_strided": torch.empty_strided, "_as_strided": torch.as_strided,
+            "_in_layout": _in_layout, "_with_layout": _with_layout,
+            "_layout_differs": _layout_differs}
+
+
 class WrapperBuilder:
     def __init__(self, gm, plan, device, name):
         self.gm = gm
@@ -79,10 +88,7 @@ class WrapperBuilder:
         self.device = device
         self.name = name
         self.lines = []
-        self.globals = {"torch": torch, "_launch": _C._launch_compiled_kernel, "_device": device,
-                        "_empty_strided": torch.empty_strided, "_as_strided": torch.as_strided,
-                        "_in_layout": _in_layout, "_with_layout": _with_layout,
-                        "_layout_differs": _layout_differs}
+        self.globals = wrapper_globals(device)
         self.nodes = {n.name: n for n in gm.graph.nodes}
         self.extern_args = {}  # of the extern being written: FX name -> IR node id
         self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -167,7 +173,7 @@ class WrapperBuilder:
         self.emit(f"_syms = [{', '.join(self.symbols)}]")
         self.emit("args.clear()")
 
-    def kernel_step(self, step, kernel_handles):
+    def kernel_step(self, step):
         for a in step["allocs"]:
             shape = "(" + "".join(f"{s}, " for s in a["shape"]) + ")"
             if a["reuse"] is not None:
@@ -177,7 +183,7 @@ class WrapperBuilder:
                 stride = "(" + "".join(f"{s}, " for s in a["stride"]) + ")"
                 self.emit(f"b{a['id']} = _empty_strided({shape}, {stride}, dtype={dtype}, device=_device)")
         bufs = ", ".join(f"b{i}" for i in step["buffers"])
-        self.emit(f"_launch({kernel_handles[step['name']]}, [{bufs}], _syms)")
+        self.emit(f"_launch(_k[{step['name']!r}], [{bufs}], _syms)")
 
     def extern_step(self, step):
         node = self.nodes[step["fx"]]
@@ -205,7 +211,7 @@ class WrapperBuilder:
         for step in self.plan["steps"]:
             kind = step["kind"]
             if kind == "kernel":
-                self.kernel_step(step, kernel_handles)
+                self.kernel_step(step)
             elif kind == "extern":
                 self.extern_step(step)
             else:
@@ -227,6 +233,7 @@ class WrapperBuilder:
                 outs.append("None")
         self.emit(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
         source = "\n".join(self.lines) + "\n"
+        self.globals["_k"] = kernel_handles
         scope = dict(self.globals)
         exec(compile(source, f"<openneuron {self.name}>", "exec"), scope)
         fn = scope[self.name]

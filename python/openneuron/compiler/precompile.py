@@ -1,0 +1,195 @@
+"""Warm starts without tracing (OPENNEURON_COMPILE_PRECOMPILE=1).
+
+A new process that compiles an already compiled model still runs Dynamo's
+bytecode tracing and AOTAutograd's tracing, which cost far more than our
+cached kernels. PyTorch's Dynamo-level cache (`caching_precompile`) skips
+both when every compiled graph of a frame can be saved: our compiled graphs
+are then `NeuronOutputCode` objects holding the wrapper's source, its
+constants and the kernel library's path, saved through AOTAutograd's
+bundled cache and rebuilt in the new process by one `exec`.
+
+PyTorch marks `caching_precompile` experimental: it is process-wide and drops
+some guards (object identity, closures, dict versions) for every compile, so
+it stays opt-in. Entries are written when the process exits (or on
+`torch.compiler.save_cache_artifacts()`), under TORCHINDUCTOR_CACHE_DIR;
+a kernel library missing from our kernel cache is rebuilt from the stored
+graph, never loaded half-way.
+"""
+
+import atexit
+import dataclasses
+import hashlib
+import io
+import itertools
+import pickle
+import random
+
+import torch
+from torch._inductor.output_code import OutputCode
+
+from .. import _C
+from . import _native
+from .wrapper import wrapper_globals
+
+
+def _resolve_op(name):
+    packet = torch.ops
+    for part in name.split("."):
+        packet = getattr(packet, part)
+    return packet
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles ATen ops by name (they are not picklable themselves)."""
+
+    def reducer_override(self, obj):
+        if isinstance(obj, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+            namespace = obj.namespace
+            name = obj._qualified_op_name.split("::", 1)[1] if isinstance(obj, torch._ops.OpOverloadPacket) \
+                else f"{obj._schema.name.split('::', 1)[1]}.{obj._overloadname}"
+            return _resolve_op, (f"{namespace}.{name}",)
+        return NotImplemented
+
+
+def _dumps(value):
+    buffer = io.BytesIO()
+    _Pickler(buffer).dump(value)
+    return buffer.getvalue()
+
+
+@dataclasses.dataclass
+class NeuronOutputCode(OutputCode):
+    """One compiled graph (forward, backward or inference) in a form the
+    bundled AOTAutograd cache can pickle."""
+
+    name: str = ""
+    source: str = ""                  # the wrapper program (wrapper.py)
+    constants: bytes = b""            # its constants and lifted tensors, pickled
+    graph: dict = None                # our JSON graph, to rebuild a lost library
+    options: dict = None              # the compile options it was built with
+    library: str = ""
+    kernels: list = None              # [(step name, profiler label)]
+    device_index: int = 0
+    error: str = ""                   # why this graph cannot be saved ("" = it can)
+
+    def __call__(self, args):
+        return self._fn(args)
+
+    def prepare_for_serialization(self):
+        if self.error:
+            raise RuntimeError(f"openneuron: graph {self.name} cannot be saved: {self.error}")
+        self.__dict__.pop("_fn", None)
+
+    def post_compile(self, example_inputs, constants, graph_kwargs):
+        if "_fn" not in self.__dict__:
+            self._fn = self._load()
+
+    def set_triton_bundle(self, triton_bundle):
+        pass
+
+    def _load(self):
+        from .backend import _with_constants
+
+        library = self.library
+        try:
+            handles = self._handles(library)
+        except Exception:  # noqa: BLE001 -- evicted or corrupt: build it again
+            library = _native.compile_graph(self.graph, self.options)["library"]
+            handles = self._handles(library)
+        values, lifted = pickle.loads(self.constants)
+        scope = {**wrapper_globals(torch.device("neuron", self.device_index)), **values, "_k": handles}
+        exec(compile(self.source, f"<openneuron {self.name}>", "exec"), scope)
+        fn = scope[self.name]
+        fn._boxed_call = True
+        return _with_constants(fn, lifted) if lifted else fn
+
+    def _handles(self, library):
+        return {step: _C._compiled_kernel(library, step, self.device_index, label)
+                for step, label in self.kernels}
+
+
+def output_code(fn, *, name, source, globals_, graph, options, plan, handles_labels, device, lifted):
+    """`fn` (the built wrapper) as a NeuronOutputCode."""
+    values = {k: v for k, v in globals_.items() if k.startswith("_c")}
+    try:
+        blob, error = _dumps((values, lifted)), ""
+    except Exception as e:  # noqa: BLE001 -- an unpicklable constant: usable, not savable
+        blob, error = b"", f"{type(e).__name__}: {e}"
+    code = NeuronOutputCode(name=name, source=source, constants=blob, graph=graph, options=options,
+                            library=plan["library"], kernels=handles_labels,
+                            device_index=device.index or 0, error=error)
+    code._fn = fn
+    code._boxed_call = True
+    return code
+
+
+def eager_output_code(gm):
+    """A graph run through eager kernels, savable as AOTAutograd's own."""
+    from torch._dynamo.backends.debugging import AOTEagerOutputCode
+    from torch.fx.graph import _BoxedCodeGen
+
+    gm.graph.set_codegen(_BoxedCodeGen())
+    gm.recompile()
+    code = AOTEagerOutputCode(gm=gm)
+    code._boxed_call = True
+    return code
+
+
+def cache_tag(decomposition_names):
+    """What else must match for a saved graph to be reused: our compiler
+    library and Python sources, and the decompositions applied."""
+    digest = hashlib.sha256()
+    for path in (_native.library_path(), __file__.replace("precompile.py", "backend.py"),
+                 __file__.replace("precompile.py", "wrapper.py"), __file__):
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    digest.update("\n".join(sorted(decomposition_names)).encode())
+    return "openneuron-" + digest.hexdigest()[:32]
+
+
+_enabled = False
+
+
+def enable():
+    """Turns on Dynamo's precompile cache for this process (idempotent)."""
+    global _enabled
+    if _enabled:
+        return
+    _enabled = True
+    import torch._dynamo.bytecode_transformation as bytecode
+
+    torch._dynamo.config.caching_precompile = True
+    # PyTorch 2.13 numbers the globals a loaded frame installs from 0 in
+    # every process, so a recompile after a warm load collides with them
+    # ("Name '__builtins_dict___0' already exists"); start elsewhere.
+    bytecode._unique_id_counter = itertools.count(random.randrange(1 << 40))
+    _tolerate_missing_grads()
+    atexit.register(_save)
+
+
+def _tolerate_missing_grads():
+    """PyTorch 2.13 saves a guarded tensor's .grad as a placeholder when the
+    grad itself is not guarded (a parameter after backward), then fails to
+    load it ("assigned grad expected to be a Tensor"); load such a grad as
+    None, which is what an unguarded grad means."""
+    from torch._dynamo import guards
+
+    pickler = guards.GuardsStatePickler
+    original = pickler._unpickle_tensor.__func__
+
+    def unpickle_tensor(cls, meta_tensor, device, pytype, dispatch_keys_raw, grad):
+        if grad is not None and not isinstance(grad, torch.Tensor):
+            grad = None
+        return original(cls, meta_tensor, device, pytype, dispatch_keys_raw, grad)
+
+    # Saved states name the loader by attribute: keep its name.
+    unpickle_tensor.__name__ = original.__name__
+    unpickle_tensor.__qualname__ = original.__qualname__
+    pickler._unpickle_tensor = classmethod(unpickle_tensor)
+
+
+def _save():
+    try:
+        torch.compiler.save_cache_artifacts()
+    except Exception:  # noqa: BLE001 -- at exit: a failed save only costs the next warm start
+        pass

@@ -1,0 +1,95 @@
+"""Warm starts without tracing (OPENNEURON_COMPILE_PRECOMPILE=1): a second
+process that compiles the same model loads Dynamo's saved frame and our
+saved graphs instead of tracing again, gets the same results (forward and
+backward), still recompiles for a new shape, and rebuilds a kernel library
+that is gone from the kernel cache."""
+import json
+import shutil
+
+import pytest
+
+from conftest import run_python
+
+pytestmark = pytest.mark.timeout(300)
+
+MODEL = """
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(32, 32) for _ in range(3))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.nn.functional.gelu(layer(x)) + x
+        return x.softmax(dim=-1)
+"""
+
+SCRIPT = """
+import json, sys, time
+import torch
+from torch._dynamo.utils import counters
+from model import Net
+
+torch.manual_seed(0)
+net = Net().to("neuron")
+x = torch.randn(4, 32, device="neuron")
+eager = net(x)
+eager.sum().backward()
+eager_grads = [p.grad.clone() for p in net.parameters()]
+net.zero_grad(set_to_none=True)
+
+start = time.perf_counter()
+compiled = torch.compile(net, backend="neuron")
+y = compiled(x)
+y.sum().backward()
+first_call = time.perf_counter() - start
+ok = torch.allclose(y, eager, atol=1e-6) and all(
+    torch.allclose(p.grad, g, atol=1e-6) for p, g in zip(net.parameters(), eager_grads))
+x2 = torch.randn(7, 32, device="neuron")  # a new shape: recompiles
+ok_new_shape = torch.allclose(compiled(x2), net(x2), atol=1e-6)
+print(json.dumps({"ok": ok, "ok_new_shape": ok_new_shape, "first_call": first_call,
+                  "cache": dict(counters["dynamo_cache"]),
+                  "traced_graphs": counters["stats"].get("unique_graphs", 0)}))
+"""
+
+
+def run(tmp_path, env):
+    proc = run_python(SCRIPT, env=env, script_dir=tmp_path, timeout=240)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_second_process_loads_instead_of_tracing(tmp_path):
+    (tmp_path / "model.py").write_text(MODEL)
+    env = {
+        "OPENNEURON_COMPILE_PRECOMPILE": "1",
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "torch_cache"),
+        "OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path / "kernels"),
+    }
+    cold = run(tmp_path, env)
+    assert cold["ok"] and cold["ok_new_shape"], cold
+    assert cold["cache"].get("dynamo_cache_miss") == 1, cold
+    assert cold["traced_graphs"] >= 1
+
+    warm = run(tmp_path, env)
+    assert warm["ok"] and warm["ok_new_shape"], warm
+    assert warm["cache"].get("dynamo_cache_hit") == 1, warm
+    # Only the new shape is traced; the first call was loaded.
+    assert warm["traced_graphs"] <= cold["traced_graphs"] - 1, (cold, warm)
+
+    # Kernel libraries evicted from our cache: rebuilt from the saved graph.
+    shutil.rmtree(tmp_path / "kernels")
+    rebuilt = run(tmp_path, env)
+    assert rebuilt["ok"] and rebuilt["ok_new_shape"], rebuilt
+    assert rebuilt["cache"].get("dynamo_cache_hit") == 1, rebuilt
+
+
+def test_off_by_default(tmp_path):
+    (tmp_path / "model.py").write_text(MODEL)
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "torch_cache"),
+           "OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path / "kernels")}
+    for _ in range(2):
+        result = run(tmp_path, env)
+        assert result["ok"] and result["cache"] == {}, result
