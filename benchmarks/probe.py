@@ -70,12 +70,6 @@ def probe(req: dict) -> dict:
 
     import torch
 
-    if req.get("precompile"):  # the neuron backend's opt-in warm-start cache
-        os.environ["OPENNEURON_COMPILE_PRECOMPILE"] = "1"
-        from openneuron.compiler import precompile
-
-        precompile.enable()
-
     from benchmarks import harness, workloads
 
     wl = workloads.get(req["module"], req["workload"], req["quick"])
@@ -103,8 +97,6 @@ def probe(req: dict) -> dict:
     harness.sync(device)
     steady = (time.perf_counter() - t0) / steps
     faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / steps
-    if req.get("precompile"):
-        torch.compiler.save_cache_artifacts()  # the child leaves by os._exit: no atexit
     out = {
         "first_call_s": first,
         "step_s": steady,
@@ -217,8 +209,7 @@ class ProbeServers:
         ready, _, _ = select.select([proc.stdout], [], [], timeout)
         return proc.stdout.readline() if ready else None
 
-    def run(self, wl, cfg, cache_dir: str | None = None, tag: str = "", timeout: float = 600,
-            precompile: bool = False) -> dict:
+    def run(self, wl, cfg, cache_dir: str | None = None, tag: str = "", timeout: float = 600) -> dict:
         """Probe `wl` under `cfg` in a process of its own; returns the child's
         result: {"ok": True, ...} or {"ok": False, "error": ..., "log": ...}."""
         log = os.path.join(self.log_dir, f"{wl.name}.{cfg.key}{'.' + tag if tag else ''}.log")
@@ -227,8 +218,7 @@ class ProbeServers:
         except Exception as e:  # noqa: BLE001
             return {"ok": False, "error": str(e), "log": log}
         req = {"module": wl.module, "workload": wl.name, "quick": self.quick, "config": cfg.key,
-               "cache_dir": cache_dir, "steps": self.steps, "log": log, "timeout": timeout,
-               "precompile": precompile}
+               "cache_dir": cache_dir, "steps": self.steps, "log": log, "timeout": timeout}
         proc.stdin.write(json.dumps(req) + "\n")
         proc.stdin.flush()
         line = self._readline(proc, timeout + 60)

@@ -157,7 +157,6 @@ def finalize_workload(wl: dict) -> None:
             r["device_peak_ratio"] = _div(r.get("device_peak_mib"), growth)
             r["cold_compile_ratio"] = _div(r.get("cold_compile_s"), base.get("step_s"))
             r["warm_start_ratio"] = _div(r.get("warm_start_s"), base.get("step_s"))
-            r["warm_start_precompile_ratio"] = _div(r.get("warm_start_precompile_s"), base.get("step_s"))
         if key == BASELINE:
             r["check"] = {"status": "reference"}
         elif base_ok and "_outputs" in base and "_outputs" in r:
@@ -278,8 +277,6 @@ def detail_table(data: dict, notes: _Footnotes) -> list[str]:
             if cfg.compiled:
                 cold = _timed_cell(r, "cold_compile", notes)
                 warm = _timed_cell(r, "warm_start", notes)
-                if r.get("warm_start_precompile_s") is not None or r.get("warm_start_precompile_error"):
-                    warm += "; precompile: " + _timed_cell(r, "warm_start_precompile", notes)
             c = r.get("check", {})
             check = c.get("status", "–")
             if check in ("ok", "mismatch"):
@@ -359,9 +356,7 @@ def write_markdown(data: dict, path: str) -> str:
         "- cold compile: first call in a new process with an empty TORCHINDUCTOR_CACHE_DIR (and "
         "OPENNEURON_COMPILE_CACHE_DIR); warm start: first "
         "call in a new process with that cache populated. Both include tracing and one step; ratio: in cpu-eager "
-        "steps of this workload. Peak RSS of a compiled configuration is the warm-start process's. "
-        "For backend \"neuron\", \"precompile\" is a further warm start with its opt-in "
-        "OPENNEURON_COMPILE_PRECOMPILE=1 (Dynamo's saved frame and graphs are loaded, nothing is traced).",
+        "steps of this workload. Peak RSS of a compiled configuration is the warm-start process's.",
         "- check: the first two steps' outputs against cpu eager's (allclose; `exact` when bit-identical).",
         "",
         *detail_table(data, notes),

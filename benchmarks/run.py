@@ -179,22 +179,14 @@ def main(argv=None) -> int:
             for cfg in runnable:
                 if cfg.compiled:
                     d = cache_dirs[cfg.key] = tempfile.mkdtemp(dir=cache_root, prefix=f"{wl.name}.{cfg.key}.")
-                    # The neuron backend's cold compile also saves for its
-                    # opt-in precompile cache, so a second warm start can use it.
-                    saves = cfg.backend == "neuron"
                     progress.step(f"{wl.name} · {cfg.key} · cold compile")
-                    cold = servers.run(wl, cfg, cache_dir=d, tag="cold", timeout=1200, precompile=saves)
+                    cold = servers.run(wl, cfg, cache_dir=d, tag="cold", timeout=1200)
                     progress.step(f"{wl.name} · {cfg.key} · warm start")
                     warm = servers.run(wl, cfg, cache_dir=d, tag="warm", timeout=900)
-                    warm_pc = None
-                    if saves:
-                        progress.step(f"{wl.name} · {cfg.key} · warm start (precompile)")
-                        warm_pc = servers.run(wl, cfg, cache_dir=d, tag="warm-precompile", timeout=900,
-                                              precompile=True)
-                    probes[cfg.key] = (cold, warm, warm_pc)
+                    probes[cfg.key] = (cold, warm)
                 else:
                     progress.step(f"{wl.name} · {cfg.key} · memory probe")
-                    probes[cfg.key] = (None, servers.run(wl, cfg, timeout=600), None)
+                    probes[cfg.key] = (None, servers.run(wl, cfg, timeout=600))
             measured = harness.measure(wl, runnable, opts, cache_dir=lambda c: cache_dirs.get(c.key),
                                        progress=lambda s: progress.step(f"{wl.name} · {s}"))
             for cfg in runnable:
@@ -252,7 +244,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def _merge_probes(r: dict, cold: dict | None, probe: dict, warm_precompile: dict | None) -> None:
+def _merge_probes(r: dict, cold: dict | None, probe: dict) -> None:
     """Adds the probe processes' figures to an in-process result."""
     if probe.get("ok"):
         for k in ("peak_rss_mib", "rss_start_mib", "device_peak_mib", "transfers_per_step", "fallback_ops",
@@ -276,11 +268,6 @@ def _merge_probes(r: dict, cold: dict | None, probe: dict, warm_precompile: dict
         else:
             r["cold_compile_error"] = cold.get("error")
             r["cold_compile_log"] = cold.get("log")
-    if warm_precompile is not None:
-        if warm_precompile.get("ok"):
-            r["warm_start_precompile_s"] = warm_precompile["first_call_s"]
-        else:
-            r["warm_start_precompile_error"] = warm_precompile.get("error")
 
 
 def _notes(torch) -> list[str]:

@@ -28,10 +28,18 @@ class Net(torch.nn.Module):
 """
 
 SCRIPT = """
-import json, sys, time
+import json, os, sys, time
 import torch
 from torch._dynamo.utils import counters
 from model import Net
+
+if os.environ.get("BREAK_LOAD"):  # a saved graph that fails to load
+    from openneuron.compiler import precompile
+
+    def broken(self):
+        raise OSError("simulated: saved graph unreadable")
+
+    precompile.NeuronOutputCode._load = broken
 
 torch.manual_seed(0)
 net = Net().to("neuron")
@@ -78,6 +86,11 @@ def test_second_process_loads_instead_of_tracing(tmp_path):
     assert warm["cache"].get("dynamo_cache_hit") == 1, warm
     # Only the new shape is traced; the first call was loaded.
     assert warm["traced_graphs"] <= cold["traced_graphs"] - 1, (cold, warm)
+
+    # A saved entry that cannot be loaded: compiled afresh, same results.
+    broken = run(tmp_path, {**env, "BREAK_LOAD": "1"})
+    assert broken["ok"] and broken["ok_new_shape"], broken
+    assert broken["traced_graphs"] >= 1, broken
 
     # Kernel libraries evicted from our cache: rebuilt from the saved graph.
     shutil.rmtree(tmp_path / "kernels")

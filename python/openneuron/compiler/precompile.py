@@ -52,8 +52,11 @@ class _Pickler(pickle.Pickler):
 
 
 def _dumps(value):
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
     buffer = io.BytesIO()
-    _Pickler(buffer).dump(value)
+    with unset_fake_temporarily():  # compilers run under AOTAutograd's fake mode
+        _Pickler(buffer).dump(value)
     return buffer.getvalue()
 
 
@@ -164,7 +167,36 @@ def enable():
     # ("Name '__builtins_dict___0' already exists"); start elsewhere.
     bytecode._unique_id_counter = itertools.count(random.randrange(1 << 40))
     _tolerate_missing_grads()
+    _compile_afresh_when_loading_fails()
     atexit.register(_save)
+
+
+def _compile_afresh_when_loading_fails():
+    """A saved frame whose guards cannot be rebuilt in this process (PyTorch
+    2.13 saves some objects, such as closures, as placeholders) raises from
+    CompilePackage.install, and Dynamo's recovery then fails too (the package
+    is left initialised). Leave the package clean and raise the RuntimeError
+    Dynamo recovers from: the frame is compiled afresh, with a warning."""
+    from torch._dynamo.package import CompilePackage
+
+    original = CompilePackage.install
+    if getattr(original, "_openneuron", False):
+        return
+
+    def install(self, backends):
+        try:
+            return original(self, backends)
+        except Exception as e:  # noqa: BLE001 -- any failure: compile instead of load
+            try:
+                self.uninstall()
+            except Exception:  # noqa: BLE001 -- partly installed; nothing more to undo
+                pass
+            self._initialized = False
+            raise RuntimeError(f"openneuron: a saved frame could not be loaded ({type(e).__name__}: {e}); "
+                               "compiling it afresh") from e
+
+    install._openneuron = True
+    CompilePackage.install = install
 
 
 def _tolerate_missing_grads():
