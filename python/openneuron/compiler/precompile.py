@@ -21,6 +21,7 @@ import dataclasses
 import hashlib
 import io
 import itertools
+import os
 import pickle
 import random
 
@@ -142,8 +143,9 @@ def cache_tag(decomposition_names):
     """What else must match for a saved graph to be reused: our compiler
     library and Python sources, and the decompositions applied."""
     digest = hashlib.sha256()
-    for path in (_native.library_path(), __file__.replace("precompile.py", "backend.py"),
-                 __file__.replace("precompile.py", "wrapper.py"), __file__):
+    here = os.path.dirname(__file__)
+    sources = [os.path.join(here, f) for f in ("backend.py", "wrapper.py", "precompile.py")]
+    for path in (_native.library_path(), *sources):
         with open(path, "rb") as f:
             digest.update(f.read())
     digest.update("\n".join(sorted(decomposition_names)).encode())
