@@ -157,3 +157,27 @@ def test_forcing_the_fallback_applies_to_direct_ops_after_a_settings_reload():
         """
     )
     assert "OK" in proc.stdout
+
+
+def test_generator_picks_plain_ops_and_leaves_the_rest_to_the_router(tmp_path):
+    """tools/gen_direct_ops.py on the installed native_functions.yaml."""
+    import re
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    torch_dir = os.path.dirname(torch.__file__)
+    yaml = os.path.join(os.path.dirname(torch_dir), "torchgen", "packaged", "ATen", "native",
+                        "native_functions.yaml")
+    outs = [str(tmp_path / "a.cc"), str(tmp_path / "b.cc")]
+    subprocess.run([sys.executable, os.path.join(root, "tools", "gen_direct_ops.py"), yaml,
+                    os.path.join(torch_dir, "include"), *outs], check=True, capture_output=True)
+    ops = set()
+    for out in outs:
+        ops |= set(re.findall(r"register_direct<at::_ops::(\w+)>", open(out).read()))
+    assert {"add_Tensor", "add__Tensor", "add_out", "mm", "native_layer_norm", "gelu_backward",
+            "mish_backward", "_softmax", "nll_loss_forward", "sum_dim_IntList"} <= ops
+    # Views, copies, resizes, CPU-index ops, tensor lists and generators stay boxed.
+    assert not ops & {"view", "transpose_int", "copy_", "resize_", "index_Tensor", "cat",
+                      "_foreach_add_Scalar", "bernoulli_p", "_to_copy"}
+    assert len(ops) > 600
