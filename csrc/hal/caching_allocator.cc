@@ -57,7 +57,8 @@ struct CachingAllocator::Impl {
   void return_to_pool(Block* block);
   bool park(Block* block);
   Block* take_parked(const Queue* queue, size_t size);
-  bool unpark_all();
+  void unpark_all();
+  void deactivate(Block* block);
   void insert_events(Block* block);
   void process_events();
   void synchronize_and_free_events();
@@ -249,13 +250,11 @@ bool CachingAllocator::Impl::park(Block* block) {
   if (!block->pool->is_small || block->size > kMaxParkedSize) return false;
   auto& list = parked[block->size / kMinBlockSize];
   if (list.size() >= kParkedPerSize) return false;
-  const Pool kind = block->pool->stat_pool();
   block->parked = true;
   block->requested_size = 0;
   list.push_back(block);
   ++parked_count;
-  update_stat(stats.active, kind, -1);
-  update_stat(stats.active_bytes, kind, -static_cast<int64_t>(block->size));
+  deactivate(block);
   return true;
 }
 
@@ -273,9 +272,9 @@ Block* CachingAllocator::Impl::take_parked(const Queue* queue, size_t size) {
   return nullptr;
 }
 
-// Returns every parked block to its pool (merged); true if there were any.
-bool CachingAllocator::Impl::unpark_all() {
-  if (parked_count == 0) return false;
+// Returns every parked block to its pool, merged.
+void CachingAllocator::Impl::unpark_all() {
+  if (parked_count == 0) return;
   for (auto& list : parked) {
     for (Block* block : list) {
       block->parked = false;
@@ -284,7 +283,6 @@ bool CachingAllocator::Impl::unpark_all() {
     list.clear();
   }
   parked_count = 0;
-  return true;
 }
 
 void CachingAllocator::Impl::free(void* ptr) {
@@ -319,10 +317,15 @@ void CachingAllocator::Impl::free(void* ptr) {
 
 // An unused block stops being active and returns to its pool.
 void CachingAllocator::Impl::free_block(Block* block) {
+  deactivate(block);
+  return_to_pool(block);
+}
+
+// No client or queue uses the block any more.
+void CachingAllocator::Impl::deactivate(Block* block) {
   const Pool kind = block->pool->stat_pool();
   update_stat(stats.active, kind, -1);
   update_stat(stats.active_bytes, kind, -static_cast<int64_t>(block->size));
-  return_to_pool(block);
 }
 
 // Puts an inactive block back in its pool, merged with free neighbours.

@@ -214,11 +214,12 @@ def _inference(gm, example_inputs):
     return compile_fx_graph(gm, example_inputs, "inference")
 
 
+_DECOMPOSITIONS = decompositions()  # built once: both AOT configurations share it
 _aot_backend = aot_autograd(
     fw_compiler=_forward,
     bw_compiler=_backward,
     inference_compiler=_inference,
-    decompositions=decompositions(),
+    decompositions=_DECOMPOSITIONS,
     keep_inference_input_mutations=True,
 )
 
@@ -236,7 +237,7 @@ _savable_aot_backend = aot_autograd(
     fw_compiler=_savable(_forward),
     bw_compiler=_savable(_backward),
     inference_compiler=_savable(_inference),
-    decompositions=decompositions(),
+    decompositions=_DECOMPOSITIONS,
     keep_inference_input_mutations=True,
 )
 _cache_tag = None
@@ -246,7 +247,7 @@ def _run_savable(gm, example_inputs, **kwargs):
     global _cache_tag
     precompile.enable()
     if _cache_tag is None:
-        _cache_tag = precompile.cache_tag(str(op) for op in decompositions())
+        _cache_tag = precompile.cache_tag(str(op) for op in _DECOMPOSITIONS)
     with torch._functorch.config.patch(bundled_autograd_cache=True, force_non_lazy_backward_lowering=True), \
             torch.compiler.config.patch(cache_key_tag=_cache_tag):
         return _savable_aot_backend(gm, example_inputs, **kwargs)

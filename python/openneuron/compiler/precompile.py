@@ -45,10 +45,7 @@ class _Pickler(pickle.Pickler):
 
     def reducer_override(self, obj):
         if isinstance(obj, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
-            namespace = obj.namespace
-            name = obj._qualified_op_name.split("::", 1)[1] if isinstance(obj, torch._ops.OpOverloadPacket) \
-                else f"{obj._schema.name.split('::', 1)[1]}.{obj._overloadname}"
-            return _resolve_op, (f"{namespace}.{name}",)
+            return _resolve_op, (str(obj),)  # "aten.add.Tensor", "aten.add"
         return NotImplemented
 
 
