@@ -12,6 +12,10 @@ struct DeviceProperties {
   size_t total_memory = 0;    // bytes the device may hand out (its capacity)
   int compute_units = 0;      // parallel workers a kernel can use
   bool host_addressable = false;  // host code may read/write device memory
+  // Kernels run on the thread that launches them, on the host's CPU cores
+  // (the host driver): a second host thread driving the device buys no
+  // concurrency, only a second thread pool on the same cores.
+  bool runs_on_host_threads = false;
 };
 
 enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };

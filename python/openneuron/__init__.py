@@ -34,7 +34,7 @@ def _load():
         return
     _check_torch_version()
     from . import _C  # noqa: F401  (registers kernels, hooks, allocators)
-    from . import _device_policies, distributed, neuron
+    from . import _autograd_engine, _device_policies, distributed, neuron
 
     torch.utils.rename_privateuse1_backend("neuron")
     torch._register_device_module("neuron", neuron)
@@ -43,6 +43,7 @@ def _load():
     )
     _shared_parameters.install()
     _device_policies.install()
+    _autograd_engine.install()
     distributed.register()
     # torch.compile(backend="neuron"): when Dynamo is already imported,
     # register now; otherwise Dynamo finds it through the entry point.

@@ -77,6 +77,7 @@ TEST_P(DriverConformanceTest, HostDriverProperties) {
   EXPECT_EQ(props.driver, "host");
   EXPECT_EQ(props.total_memory, config().host_device_memory);
   EXPECT_TRUE(props.host_addressable);
+  EXPECT_TRUE(props.runs_on_host_threads);
   unsigned threads = std::thread::hardware_concurrency();
   if (threads > 0) EXPECT_EQ(props.compute_units, static_cast<int>(threads));
 }

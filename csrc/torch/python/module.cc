@@ -124,6 +124,7 @@ py::dict device_properties(int device) {
   d["total_memory"] = p.total_memory;
   d["compute_units"] = p.compute_units;
   d["host_addressable"] = p.host_addressable;
+  d["runs_on_host_threads"] = p.runs_on_host_threads;
   return d;
 }
 

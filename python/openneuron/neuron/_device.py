@@ -87,6 +87,7 @@ class NeuronDeviceProperties:
     total_memory: int
     multi_processor_count: int
     host_addressable: bool
+    runs_on_host_threads: bool
     major: int = 1
     minor: int = 0
 
@@ -99,6 +100,7 @@ def get_device_properties(device=None) -> NeuronDeviceProperties:
         total_memory=p["total_memory"],
         multi_processor_count=p["compute_units"],
         host_addressable=p["host_addressable"],
+        runs_on_host_threads=p["runs_on_host_threads"],
     )
 
 

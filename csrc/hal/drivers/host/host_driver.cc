@@ -63,6 +63,7 @@ DeviceProperties HostDriver::properties(int device) const {
   props.compute_units =
       static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   props.host_addressable = true;
+  props.runs_on_host_threads = true;
   return props;
 }
 
