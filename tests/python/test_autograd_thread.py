@@ -2,6 +2,7 @@
 runs its kernels on host threads (the host driver), as backward of CPU
 tensors does; PyTorch's per-device autograd thread would start a second
 OpenMP team on the same cores (see openneuron/_autograd_engine.py)."""
+import copy
 import threading
 
 import pytest
@@ -108,11 +109,13 @@ def test_engine_is_still_pytorchs_engine_for_its_callers():
 
 def test_backward_on_two_devices_from_two_threads():
     results, errors = {}, []
+    torch.manual_seed(1)
+    start = torch.nn.Linear(16, 4)  # one set of weights, copied to each device here
+    models = {d: copy.deepcopy(start).to(d) for d in ("neuron:0", "neuron:1")}
 
     def train(device):
         try:
-            torch.manual_seed(1)
-            m = torch.nn.Linear(16, 4).to(device)
+            m = models[device]
             for _ in range(20):
                 m.zero_grad()
                 m(torch.ones(8, 16, device=device)).pow(2).sum().backward()
