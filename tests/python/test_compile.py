@@ -70,6 +70,19 @@ def test_pointwise_chain_is_one_kernel():
     assert m["graphs"] == 1 and m["kernels"] == 1, m
 
 
+@pytest.mark.parametrize("seq", [1, 5])
+def test_layernorm_feeding_a_linear_is_one_kernel(seq):
+    # The normalised rows, flattened for the matmul, are stored by the kernel
+    # that computes mean and variance (also with a size-1 dim between the
+    # rows and the reduced dim, as in one-token decoding).
+    x = torch.randn(2, seq, 32, device=DEV)
+    ln = torch.nn.LayerNorm(32).to(DEV)
+    w = torch.randn(16, 32, device=DEV)
+    check(lambda x: F.linear(ln(x).reshape(-1, 32), w), x, atol=1e-5, rtol=1e-5)
+    m = compiler.metrics()
+    assert m["graphs"] == 1 and m["kernels"] == 1, m
+
+
 def test_gelu_layernorm_softmax_forward_backward():
     x = torch.randn(16, 40, device=DEV)
     w = torch.randn(40, device=DEV)

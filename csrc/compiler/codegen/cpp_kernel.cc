@@ -321,6 +321,12 @@ class KernelWriter {
                  std::vector<Expr>& coord) {
     line("int64_t " + prefix + "rest = " + flat + "; (void)" + prefix + "rest;");
     for (auto it = dims.rbegin(); it != dims.rend(); ++it) {
+      // A dim of size 1 has coordinate 0, written as such so it matches the
+      // coordinates a broadcast (expand) of a row scalar produces.
+      if (g_.shape[*it].equals(1)) {
+        coord[*it] = Expr(0);
+        continue;
+      }
       std::string var = prefix + std::to_string(*it);
       const std::string size = g_.shape[*it].cpp();
       line("const int64_t " + var + " = " + prefix + "rest % " + size + "; " + prefix + "rest /= " + size + ";");

@@ -126,12 +126,15 @@ class Scheduler {
         while (root->kind == NodeKind::View) root = root->inputs[0];
         if (graph_output && (root->kind == NodeKind::Pointwise || root->kind == NodeKind::Reduce))
           root->materialize = true;
-        const Node* base;
-        std::vector<Expr> strides;
-        Expr offset;
-        if (strided_view(n, &base, &strides, &offset)) {
-          aliases_.insert(n->id);
-          return;
+        if (alias_if_strided(n)) return;
+        // A reshape of a computed value (a LayerNorm's output flattened for
+        // a matmul): the value itself gets the buffer, laid out so the view
+        // is a contiguous alias of it, and can stay in its producer's kernel
+        // (a buffer of the view's shape would start a kernel of its own).
+        if ((root->kind == NodeKind::Pointwise || root->kind == NodeKind::Reduce) && !root->materialize) {
+          root->materialize = true;
+          if (alias_if_strided(n, /*contiguous_only=*/true)) return;
+          root->materialize = false;
         }
       }
       n->materialize = true;
@@ -142,6 +145,19 @@ class Scheduler {
       if (n->kind == NodeKind::Extern)
         for (Node* in : n->inputs) needs_tensor(in, false);
     materialize_shared_heavy_values();
+  }
+
+  // Makes view `n` an alias (no buffer of its own) when it is a strided view
+  // of a materialized base; with contiguous_only, only when that view is
+  // contiguous (what a buffer of its own would have been).
+  bool alias_if_strided(Node* n, bool contiguous_only = false) {
+    const Node* base;
+    std::vector<Expr> strides;
+    Expr offset;
+    if (!strided_view(n, &base, &strides, &offset)) return false;
+    if (contiguous_only && (!offset.equals(0) || !is_contiguous(n->shape, strides))) return false;
+    aliases_.insert(n->id);
+    return true;
   }
 
   // A pointwise value with several users that reads many buffers (a sum of

@@ -228,6 +228,10 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_compiled_kernel", &compiled_kernel);
   m.def("_launch_compiled_kernel", &launch_compiled_kernel);
+  m.def("_empty_compiled_buffer", [](std::vector<int64_t> size, std::vector<int64_t> stride,
+                                     at::ScalarType dtype, int64_t device) {
+    return empty_compiled_buffer(size, stride, dtype, device);
+  });
   m.def("_transfer_stats", &transfer_stats);
   m.def("_reset_transfer_stats", [] { reset_transfer_stats(); });
   m.def("_fallback_report", &fallback_records);

@@ -1,6 +1,8 @@
 #include "torch/runtime/compiled_kernels.h"
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/Parallel.h>
+#include <c10/core/DeviceGuard.h>
 #include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 
@@ -76,6 +78,13 @@ void launch_compiled_kernel(int64_t kernel, const std::vector<at::Tensor>& buffe
   }
   RECORD_FUNCTION(k.label.c_str(), c10::ArrayRef<const c10::IValue>{});
   k.executable->launch(current_queue(k.device), k.entry, ptrs, symbols.data(), at::get_num_threads());
+}
+
+at::Tensor empty_compiled_buffer(c10::IntArrayRef size, c10::IntArrayRef stride, at::ScalarType dtype,
+                                 int64_t device) {
+  c10::DeviceGuard guard(c10::Device(kNeuron, resolve_device_index(device)));
+  return at::detail::empty_strided_generic(size, stride, c10::GetAllocator(kNeuron),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype);
 }
 
 }  // namespace openneuron::integration

@@ -20,5 +20,9 @@ int64_t compiled_kernel(const std::string& path, const std::string& entry, int64
 // values of the graph's symbolic sizes.
 void launch_compiled_kernel(int64_t kernel, const std::vector<at::Tensor>& buffers,
                             const std::vector<int64_t>& symbols);
+// A compiled graph's buffer: torch.empty_strided on neuron:`device` without
+// the Python argument parser and the dispatcher (one per kernel output).
+at::Tensor empty_compiled_buffer(c10::IntArrayRef size, c10::IntArrayRef stride, at::ScalarType dtype,
+                                 int64_t device);
 
 }  // namespace openneuron::integration

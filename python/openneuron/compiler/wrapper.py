@@ -38,7 +38,8 @@ def _in_layout(t, stride):
     had when traced; some kernels pick their output layout from their
     inputs' (CPU flash attention), and ours may lay those inputs out
     differently than the trace did."""
-    if all(a == b for n, a, b in zip(t.shape, t.stride(), stride) if n > 1):
+    strides = t.stride()
+    if strides == stride or all(a == b for n, a, b in zip(t.shape, strides, stride) if n > 1):
         return t
     out = torch.empty_strided(t.shape, stride, dtype=t.dtype, device=t.device)
     return out.copy_(t)
@@ -76,7 +77,9 @@ def wrapper_globals(device):
     """The names every wrapper program uses, besides its own constants (_c*)
     and kernel handles (_k)."""
     return {"torch": torch, "_launch": _C._launch_compiled_kernel, "_device": device,
-            "_empty_strided": torch.empty_strided, "_as_strided": torch.as_strided,
+            "_device_index": -1 if device.index is None else device.index,
+            "_empty": _C._empty_compiled_buffer,
+            "_as_strided": torch.as_strided,
             "_in_layout": _in_layout, "_with_layout": _with_layout,
             "_layout_differs": _layout_differs}
 
@@ -181,7 +184,7 @@ class WrapperBuilder:
             else:
                 dtype = self.constant(getattr(torch, a["dtype"]))
                 stride = "(" + "".join(f"{s}, " for s in a["stride"]) + ")"
-                self.emit(f"b{a['id']} = _empty_strided({shape}, {stride}, dtype={dtype}, device=_device)")
+                self.emit(f"b{a['id']} = _empty({shape}, {stride}, {dtype}, _device_index)")
         bufs = ", ".join(f"b{i}" for i in step["buffers"])
         self.emit(f"_launch(_k[{step['name']!r}], [{bufs}], _syms)")
 
@@ -189,6 +192,8 @@ class WrapperBuilder:
         node = self.nodes[step["fx"]]
         self.extern_args = step["args"]
         target = self.constant(node.target)
+        if isinstance(node.target, torch._ops.OpOverload):
+            target += "._op"  # the C++ callable: skips OpOverload.__call__'s Python frame
         args = ", ".join(self.render_arg(a) for a in node.args)
         kwargs = "".join(f", {k}={self.render_arg(v)}" for k, v in node.kwargs.items())
         if kwargs and not args:
