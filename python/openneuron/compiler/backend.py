@@ -18,6 +18,7 @@ from torch._dynamo.backends.common import aot_autograd
 from .. import _C
 from . import _native, metrics, precompile
 from .config import settings
+from .foreach import foreach_decompositions
 from .serialize import graph_json
 from .wrapper import WrapperBuilder
 
@@ -56,6 +57,8 @@ def decompositions():
     # Attention stays the fused CPU flash-attention kernel (an extern, as in
     # eager: neuron's SDPA choice is CPU's); decomposed it would be bmm +
     # softmax + bmm with the whole score matrix in memory.
+    # Optimizers' foreach ops: one ordinary op per tensor, fused by the compiler.
+    table.update(foreach_decompositions())
     for op in (aten.var_mean, aten.var, aten.scaled_dot_product_attention,
                aten._scaled_dot_product_flash_attention_for_cpu):
         for overload in op.overloads():
