@@ -141,7 +141,7 @@ def cache_tag(decomposition_names):
     library and Python sources, and the decompositions applied."""
     digest = hashlib.sha256()
     here = os.path.dirname(__file__)
-    sources = [os.path.join(here, f) for f in ("backend.py", "wrapper.py", "precompile.py")]
+    sources = [os.path.join(here, f) for f in ("backend.py", "foreach.py", "wrapper.py", "precompile.py")]
     for path in (_native.library_path(), *sources):
         with open(path, "rb") as f:
             digest.update(f.read())
