@@ -52,13 +52,13 @@ def decompositions():
             ]
         )
     )
+    # Optimizers' foreach ops: one ordinary op per tensor, fused by the compiler.
+    table.update(foreach_decompositions())
     # var and var_mean are lowered (two passes over the row, in one kernel with
     # their neighbours); their decomposition is to prims the compiler does not know.
     # Attention stays the fused CPU flash-attention kernel (an extern, as in
     # eager: neuron's SDPA choice is CPU's); decomposed it would be bmm +
     # softmax + bmm with the whole score matrix in memory.
-    # Optimizers' foreach ops: one ordinary op per tensor, fused by the compiler.
-    table.update(foreach_decompositions())
     for op in (aten.var_mean, aten.var, aten.scaled_dot_product_attention,
                aten._scaled_dot_product_flash_attention_for_cpu):
         for overload in op.overloads():

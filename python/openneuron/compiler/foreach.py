@@ -12,8 +12,8 @@ import torch
 
 aten = torch.ops.aten
 
-# Reductions, copies and ops whose base op differs in meaning.
-_SKIP = {"norm", "max", "copy", "zero", "_amp_update_scale", "_amp_foreach_non_finite_check_and_unscale"}
+# Reductions (per-tensor norms and maxima) are left to their foreach kernels.
+_SKIP = {"norm", "max"}
 
 
 def _is_list(arg_type, element):

@@ -76,7 +76,7 @@ def _mutated_inputs(gm):
 def wrapper_globals(device):
     """The names every wrapper program uses, besides its own constants (_c*)
     and kernel handles (_k)."""
-    return {"torch": torch, "_launch": _C._launch_compiled_kernel, "_device": device,
+    return {"torch": torch, "_launch": _C._launch_compiled_kernel,
             "_device_index": -1 if device.index is None else device.index,
             "_empty": _C._empty_compiled_buffer,
             "_as_strided": torch.as_strided,
