@@ -108,5 +108,47 @@ TEST(Compile, UnknownOpsBecomeExternSteps) {
   EXPECT_EQ(plan.at("fallbacks").size(), 0u);
 }
 
+// float exp as generated kernels compute it (the prelude's inline polynomial)
+// against float64 exp: within 1 ulp from underflow to overflow, and the
+// special values as ATen gives them.
+TEST(Compile, GeneratedFloatExpIsWithinOneUlp) {
+  const char* graph = R"({"symbols": ["s0"], "inputs": [
+    {"name": "x", "meta": {"t": "tensor", "dtype": "float32", "shape": ["s0"], "stride": [1], "offset": 0}}],
+   "nodes": [{"name": "e", "target": "aten.exp.default", "args": [{"ref": "x"}], "kwargs": {},
+              "meta": {"t": "tensor", "dtype": "float32", "shape": ["s0"], "stride": [1], "offset": 0}}],
+   "outputs": [{"ref": "e"}]})";
+  Json plan = Json::parse(compile_graph(graph, R"({"cache_enabled": false})"));
+  ASSERT_EQ(plan.at("steps").size(), 1u);
+  void* lib = dlopen(plan.at("library").as_string().c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  using Fn = void (*)(void**, const int64_t*, int64_t);
+  auto fn = reinterpret_cast<Fn>(dlsym(lib, plan.at("steps")[0].at("name").as_string().c_str()));
+  ASSERT_NE(fn, nullptr);
+  std::vector<float> x;
+  for (float v = -110.0f; v < 90.0f; v = std::nextafter(v + std::fabs(v) * 1e-5f + 1e-30f, 100.0f)) x.push_back(v);
+  const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 88.72283f, 88.72284f, -87.33655f, -103.97f, -104.5f};
+  x.insert(x.end(), std::begin(specials), std::end(specials));
+  std::vector<float> y(x.size());
+  void* bufs[] = {x.data(), y.data()};
+  int64_t syms[] = {static_cast<int64_t>(x.size())};
+  fn(bufs, syms, 2);
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = static_cast<float>(std::exp(static_cast<double>(x[i])));
+    if (std::isnan(x[i])) {
+      EXPECT_TRUE(std::isnan(y[i]));
+      continue;
+    }
+    if (std::isinf(want) || want == 0.0f || std::isinf(y[i])) {
+      EXPECT_EQ(y[i], want) << "exp(" << x[i] << ")";
+      continue;
+    }
+    const double ulp = std::nextafter(want, INFINITY) - want;
+    worst = std::max(worst, std::fabs(static_cast<double>(y[i]) - std::exp(static_cast<double>(x[i]))) / ulp);
+  }
+  EXPECT_LE(worst, 1.0) << x.size() << " values";
+  dlclose(lib);
+}
+
 }  // namespace
 }  // namespace openneuron::compiler

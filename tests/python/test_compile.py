@@ -386,6 +386,49 @@ def test_integer_pow_is_generated_and_matches_eager(dtype):
     assert compiler.metrics()["extern_ops"].get("aten.pow.Tensor_Tensor", 0) == before
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_float_pow_by_a_special_exponent_is_computed_as_eager(dtype, tmp_path, monkeypatch):
+    # ATen computes x**2, x**3, x**-2 by multiplying and x**.5, x**-.5, x**-1
+    # as sqrt, rsqrt, reciprocal; so do kernels (no pow call: GELU's tanh form
+    # has x**3). Other exponents still compute pow.
+    monkeypatch.setenv("OPENNEURON_COMPILE_DEBUG", str(tmp_path / "dump"))
+    x = (torch.rand(300, device=DEV, dtype=torch.float64) * 6 + 0.1).to(dtype)
+    fn = lambda x: (x ** 2, x ** 3, x ** -2, x ** 0.5, x ** -0.5, x ** -1.0)  # noqa: E731
+    tol = {torch.bfloat16: 1e-2, torch.float32: 3e-7, torch.float64: 1e-15}[dtype]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", compiler.CompileFallbackWarning)
+        got = compiled(fn)(x)
+    for g, e in zip(got, fn(x)):
+        assert g.dtype == e.dtype
+        torch.testing.assert_close(g, e, atol=0, rtol=tol)
+    if dtype != torch.bfloat16:
+        assert torch.equal(got[1], x * x * x) and torch.equal(got[2], 1 / (x * x))
+    sources = [f.read_text() for f in (tmp_path / "dump").rglob("kernels.cpp")]
+    assert sources and not any("on_pow(" in s.split("on_kernel_", 1)[1] for s in sources)
+    check(lambda x: x ** 1.7, x.abs(), atol=tol, rtol=tol * 10)
+
+
+def test_arange_and_split_are_generated_not_externs():
+    x = torch.randn(4, 12, 5, device=DEV)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", compiler.CompileFallbackWarning)
+        got = check(lambda x: [t * (torch.arange(5, device=DEV) + 1) for t in x.split([3, 4, 5], dim=1)]
+                    + [t - torch.arange(-18, 18, 3, device=DEV, dtype=torch.float16) for t in x.unbind(2)]
+                    + list(x.split(5, dim=-2)) + [x.chunk(3, 1)[1] * torch.arange(2, 12, 2, device=DEV)], x,
+                    atol=0, rtol=0)
+    assert [tuple(t.shape) for t in got[:3]] == [(4, 3, 5), (4, 4, 5), (4, 5, 5)]
+    assert got[-2].shape == (4, 2, 5) and got[-2].stride() == x.stride()  # a view, as eager gives
+    assert compiler.metrics()["extern_ops"] == {}, compiler.metrics()["extern_ops"]
+    # A symbolic length, and a float arange that rounds (ATen's per-lane
+    # rounding) stays an eager op, with the reason.
+    f = compiled(lambda x: torch.arange(x.shape[0], device=DEV) * x[:, 0], dynamic=True)
+    for n in (3, 9, 17):
+        assert torch.equal(f(torch.ones(n, 2, device=DEV)).cpu(), torch.arange(n).float())
+    with pytest.warns(compiler.CompileFallbackWarning, match="arange"):
+        out = compiled(lambda x: torch.arange(0.1, 50, 0.37, device=DEV) + x)(torch.zeros(1, device=DEV))
+    assert torch.equal(out.cpu(), torch.arange(0.1, 50, 0.37))
+
+
 _FOREACH_CASES = {
     "add.Scalar": lambda a, b, c: torch._foreach_add(a, 2.0),
     "add.List": lambda a, b, c: torch._foreach_add(a, b, alpha=0.5),

@@ -202,7 +202,10 @@ class KernelWriter {
           return "static_cast<" + value_type(n) + ">(" + n->view_args[0].cpp() + ")";
         return literal(n->scalar, n->scalar_is_int, compute_dtype(n->dtype));
       case NodeKind::View: return emit_view(n, c);
-      case NodeKind::Pointwise: return emit_pointwise(n, c);
+      case NodeKind::Pointwise:
+        // arange's index: the node's own (1-d) coordinate.
+        if (n->op == "iota") return "static_cast<int64_t>(" + c[0].cpp() + ")";
+        return emit_pointwise(n, c);
       default: break;
     }
     throw CompileError(std::string("kernel cannot compute a ") + kind_name(n->kind) + " node here");

@@ -1,6 +1,7 @@
 #include "compiler/lower/lower.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -195,6 +196,9 @@ class Lowerer {
       v.items = {tensor(var), tensor(mean)};
       return v;
     }
+    if (base == "aten.arange") return tensor(lower_arange(node, target));
+    if (base == "aten.split_with_sizes" || base == "aten.split" || base == "aten.unbind")
+      return lower_split(node, base);
     if (Node* view = lower_view(node, base)) return tensor(view);
     throw UnsupportedError("no lowering");
   }
@@ -341,6 +345,8 @@ class Lowerer {
     if (pw.is_comparison && compute_dtype(common) != common && is_floating(common))
       for (auto& o : ops)
         if (o.node && o.node->dtype != common) o.node = cast(o.node, common);
+    if (op == "pow" && ops[0].node && !ops[1].node && !ops[1].sym && is_floating(ct))
+      if (Node* p = pow_by_constant(broadcast(ops[0].node, m.shape), ops[1].scalar, m, ct)) return p;
     Node* n = new_node(NodeKind::Pointwise, op, m);
     n->compute = ct;
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -349,6 +355,26 @@ class Lowerer {
       else n->inputs.push_back(scalar_constant(ops[i], operand_dtype, m.shape));
     }
     return n;
+  }
+
+  // A floating pow with one of the exponents ATen's kernel special-cases,
+  // computed the way it does (x*x, x*x*x, 1/(x*x), sqrt, rsqrt, 1/x); this
+  // also keeps a pow call out of GELU's tanh form (x ** 3). Else nullptr.
+  Node* pow_by_constant(Node* x, double e, const TensorMeta& m, DType ct) {
+    auto op1 = [&](const std::string& op, Node* a, Node* b = nullptr) {
+      Node* n = new_node(NodeKind::Pointwise, op, m);
+      n->compute = ct;
+      n->inputs = {a};
+      if (b) n->inputs.push_back(b);
+      return n;
+    };
+    if (e == 2.0) return op1("mul", x, x);
+    if (e == 3.0) return op1("mul", op1("mul", x, x), x);
+    if (e == -2.0) return op1("reciprocal", op1("mul", x, x));
+    if (e == 0.5) return op1("sqrt", x);
+    if (e == -0.5) return op1("rsqrt", x);
+    if (e == -1.0) return op1("reciprocal", x);
+    return nullptr;
   }
 
   Node* lower_clamp(const Json& node) {
@@ -587,6 +613,82 @@ class Lowerer {
       return v;
     }
     return view(x, "reshape", m.shape);
+  }
+
+  // arange as start + step * index in int64, then cast. Exact, so it
+  // matches ATen for integral outputs, and for floating ones whose values are
+  // all integers the dtype represents exactly; ATen's float arange rounds
+  // per vector lane (results depend on its SIMD width), so other floating
+  // aranges stay eager. start and step may be symbolic ints.
+  Node* lower_arange(const Json& node, const std::string& target) {
+    TensorMeta m = tensor_meta(node.at("meta"));
+    if (m.shape.size() != 1) throw UnsupportedError("arange of rank != 1");
+    if (m.dtype == DType::Bool || is_complex(m.dtype)) throw UnsupportedError("arange dtype");
+    const Json& args = node.at("args");
+    Operand start, step;
+    start.scalar_is_int = step.scalar_is_int = true;
+    step.scalar = 1;
+    if (target == "aten.arange.start" || target == "aten.arange.start_step") {
+      start = operand(args[0]);
+      if (target == "aten.arange.start_step" && args.size() > 2) step = operand(args[2]);
+    } else if (target != "aten.arange.default") {
+      throw UnsupportedError("arange overload");
+    }
+    if (start.node || step.node) throw UnsupportedError("tensor arange bounds");
+    if (!start.scalar_is_int || !step.scalar_is_int) throw UnsupportedError("floating arange bounds");
+    if (is_floating(m.dtype)) {
+      const double exact = m.dtype == DType::Float64 ? 9007199254740992.0
+                           : m.dtype == DType::Float32 ? 16777216.0
+                           : m.dtype == DType::Float16 ? 2048.0 : 256.0;
+      if (start.sym || step.sym || !m.shape[0].is_const() ||
+          std::max(std::fabs(start.scalar), std::fabs(start.scalar + step.scalar * (m.shape[0].value() - 1))) > exact)
+        throw UnsupportedError("floating arange with values the dtype does not hold exactly");
+    }
+    auto pointwise = [&](const std::string& op, std::vector<Node*> inputs) {
+      Node* n = g_.add(NodeKind::Pointwise, op);
+      n->inputs = std::move(inputs);
+      n->dtype = n->compute = DType::Int64;
+      n->shape = m.shape;
+      return n;
+    };
+    Node* index = pointwise("iota", {});
+    Node* value = pointwise("add", {scalar_constant(start, DType::Int64, m.shape),
+                                    pointwise("mul", {scalar_constant(step, DType::Int64, m.shape), index})});
+    return cast(value, m.dtype);
+  }
+
+  // split/split_with_sizes/unbind: a tuple of views of the input along one
+  // dim (slices, or selects for unbind), shaped as the output metadata says.
+  Value lower_split(const Json& node, const std::string& base) {
+    Node* x = tensor_arg(node.at("args")[0]);
+    if (!x) throw UnsupportedError("split of a non-tensor");
+    if (is_complex(x->dtype)) throw UnsupportedError("complex dtype");
+    const Json& meta = node.at("meta");
+    if (!meta.get("t").is_string() || meta.at("t").as_string() != "tuple")
+      throw UnsupportedError("split without tuple metadata");
+    const Json& dim_arg = arg(node, base == "aten.unbind" ? 1 : 2, "dim");
+    int64_t dim = dim_arg.is_null() ? 0 : const_int(dim_arg);
+    if (dim < 0) dim += x->rank();
+    if (dim < 0 || dim >= x->rank()) throw UnsupportedError("split dim out of range");
+    Value out;
+    out.is_tuple = true;
+    Expr start(0);
+    for (size_t i = 0; i < meta.at("items").size(); ++i) {
+      TensorMeta m = tensor_meta(meta.at("items")[i]);
+      Node* v;
+      if (base == "aten.unbind") {
+        v = view(x, "select", m.shape);
+        v->view_args = {Expr(dim), Expr(static_cast<int64_t>(i))};
+      } else {
+        if (m.shape.size() != x->shape.size()) throw UnsupportedError("split item of another rank");
+        v = view(x, "slice", m.shape);
+        v->view_args = {Expr(dim), start, Expr(1)};
+        start = start + m.shape[dim];
+      }
+      v->meta_strides = m.strides;
+      out.items.push_back(tensor(v));
+    }
+    return out;
   }
 
   // ---- externs ----------------------------------------------------------------
