@@ -3,6 +3,7 @@
 shapes, the persistent kernel cache, the failure policy and debug dumps."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -427,6 +428,26 @@ def test_arange_and_split_are_generated_not_externs():
     with pytest.warns(compiler.CompileFallbackWarning, match="arange"):
         out = compiled(lambda x: torch.arange(0.1, 50, 0.37, device=DEV) + x)(torch.zeros(1, device=DEV))
     assert torch.equal(out.cpu(), torch.arange(0.1, 50, 0.37))
+
+
+def test_float_scalars_of_symbolic_sizes_are_kernel_arguments():
+    # x.shape[0] / x.shape[1] is a SymFloat, math.sqrt of a size becomes 0-dim
+    # CPU tensors (Dynamo's tensorify pass): the wrapper computes both from
+    # the sizes, kernels receive them as arguments; no eager op, one compile.
+    def fn(x):
+        return (x * (x.shape[0] / x.shape[1]) + x / math.sqrt(x.shape[1]), x.shape[0] / x.shape[1],
+                torch.tensor(x.shape[0]) / 3)
+
+    f = compiled(fn, dynamic=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", compiler.CompileFallbackWarning)
+        for n in (3, 5, 11):
+            x = torch.randn(n, 7 + n, device=DEV)
+            got, want = f(x), fn(x)
+            torch.testing.assert_close(got[0], want[0], atol=1e-6, rtol=1e-6)
+            assert got[1] == want[1] and torch.equal(got[2], want[2])
+    m = compiler.metrics()
+    assert m["graphs"] == 1 and m["kernels"] == 1 and m["extern_ops"] == {}, m
 
 
 _FOREACH_CASES = {

@@ -67,9 +67,15 @@ class KernelWriter {
     k.name = name_;
     std::string head = "extern \"C\" void " + name_ +
                        "(void** on_buffers, const int64_t* on_symbols, int64_t on_threads) {\n";
-    for (size_t i = 0; i < symbols_.size(); ++i)
-      head += "  const int64_t " + symbols_[i] + " = on_symbols[" + std::to_string(i) + "]; (void)" +
-              symbols_[i] + ";\n";
+    for (size_t i = 0; i < symbols_.size(); ++i) {
+      const std::string& s = symbols_[i];
+      const std::string slot = "on_symbols[" + std::to_string(i) + "]";
+      // Float symbols (SymFloat, "fs_" names) arrive as the bits of a double.
+      if (s.rfind("fs_", 0) == 0)
+        head += "  double " + s + "; std::memcpy(&" + s + ", &" + slot + ", 8);\n";
+      else
+        head += "  const int64_t " + s + " = " + slot + "; (void)" + s + ";\n";
+    }
     // Buffers: reads first, then outputs.
     std::vector<Node*> order = reads_;
     for (Node* o : outputs_) order.push_back(o);

@@ -17,6 +17,10 @@ namespace {
 struct Value {
   Node* tensor = nullptr;
   std::optional<Expr> sym;
+  // A host scalar (SymFloat, or a 0-dim CPU tensor made of one) that the
+  // wrapper computes from the sizes and kernels receive as an argument.
+  std::optional<Expr> float_sym;
+  bool float_sym_is_int = false;
   std::vector<Value> items;  // tuples
   bool is_tuple = false;
   int opaque_input = -1;  // index of a graph input that is an opaque object
@@ -89,6 +93,9 @@ class Lowerer {
       } else if (v.sym) {
         out.kind = GraphOutput::Kind::SymInt;
         out.expr = *v.sym;
+      } else if (v.float_sym) {  // the wrapper's variable of that name
+        out.kind = GraphOutput::Kind::SymInt;
+        out.expr = *v.float_sym;
       } else if (v.opaque_input >= 0) {
         out.kind = GraphOutput::Kind::Input;
         out.input_index = v.opaque_input;
@@ -165,6 +172,13 @@ class Lowerer {
 
   Value lower_op(const Json& node, const std::string& target) {
     const Json& meta = node.at("meta");
+    if (meta.at("t").as_string() == "symfloat") {
+      // Computed by the wrapper from the symbolic sizes, passed to kernels.
+      Value v;
+      v.float_sym = Expr::symbol(meta.at("name").as_string());
+      v.float_sym_is_int = meta.get("int").is_bool() && meta.at("int").as_bool();
+      return v;
+    }
     if (meta.at("t").as_string() == "sym") {
       // SymInt arithmetic: its value is the expression in the meta.
       Value v;
@@ -279,6 +293,7 @@ class Lowerer {
       const Value& v = value(a.at("ref").as_string());
       if (v.sym && v.sym->is_const()) { o.scalar = static_cast<double>(v.sym->value()); o.scalar_is_int = true; return o; }
       if (v.sym) { o.sym = *v.sym; o.scalar_is_int = true; return o; }
+      if (v.float_sym) { o.sym = *v.float_sym; o.scalar_is_int = v.float_sym_is_int; return o; }
     }
     throw UnsupportedError("unsupported operand " + a.dump());
   }

@@ -111,8 +111,35 @@ def free_symbols(gm: torch.fx.GraphModule):
     return sorted(symbols)
 
 
+def _is_host_scalar(val) -> bool:
+    # A SymFloat, or the 0-dim CPU tensor Dynamo makes of one
+    # (torch.fx.passes._tensorify_python_scalars: `x / math.sqrt(x.shape[1])`).
+    return isinstance(val, torch.SymFloat) or (
+        isinstance(val, torch.Tensor) and val.device.type == "cpu" and val.dim() == 0 and not val.is_complex())
+
+
+def _is_integral_scalar(val) -> bool:
+    return isinstance(val, torch.Tensor) and not val.is_floating_point()
+
+
+def float_symbols(gm: torch.fx.GraphModule) -> dict:
+    """Scalars computed only from symbolic sizes and constants (`x.shape[0] /
+    n`): FX node -> the kernel argument name the wrapper passes them as. The
+    wrapper computes them before the graph runs; those that depend on tensor
+    data (`.item()`) are not among them."""
+    out = {}
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or not _is_host_scalar(node.meta.get("val")):
+            continue
+        deps = node.all_input_nodes
+        if all(d in out or isinstance(d.meta.get("val"), torch.SymInt) for d in deps):
+            out[node] = f"fs_{node.name}"
+    return out
+
+
 def graph_json(gm: torch.fx.GraphModule) -> dict:
     inputs, nodes, outputs = [], [], []
+    floats = float_symbols(gm)
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             inputs.append({"name": node.name, "meta": meta_json(node.meta.get("val"))})
@@ -123,7 +150,9 @@ def graph_json(gm: torch.fx.GraphModule) -> dict:
                     "target": target_name(node.target),
                     "args": arg_json(node.args),
                     "kwargs": {k: arg_json(v) for k, v in node.kwargs.items()},
-                    "meta": meta_json(node.meta.get("val")),
+                    "meta": {"t": "symfloat", "name": floats[node], "int": _is_integral_scalar(node.meta["val"])}
+                    if node in floats
+                    else meta_json(node.meta.get("val")),
                 }
             )
         elif node.op == "output":
@@ -131,4 +160,5 @@ def graph_json(gm: torch.fx.GraphModule) -> dict:
             outputs = [arg_json(o) for o in (outs if isinstance(outs, (tuple, list)) else [outs])]
         else:
             raise CompilerUnsupported(f"FX node kind {node.op} ({node.name}) is not supported")
-    return {"inputs": inputs, "nodes": nodes, "outputs": outputs, "symbols": free_symbols(gm)}
+    return {"inputs": inputs, "nodes": nodes, "outputs": outputs,
+            "symbols": free_symbols(gm) + list(floats.values())}

@@ -5,12 +5,13 @@ the current stream, calls extern library kernels, makes views, and frees
 buffers after their last use."""
 
 import operator
+import struct
 
 import torch
 
 from .. import _C
 from ._native import CompilerUnsupported
-from .serialize import expr_json
+from .serialize import expr_json, float_symbols
 
 
 def _py_expr(e) -> str:
@@ -30,6 +31,15 @@ def _py_expr(e) -> str:
     if op == "mod":
         return f"({parts[0]} % {parts[1]})"
     return f"{op}({', '.join(parts)})"
+
+
+def _double_bits(x) -> int:
+    """A float as the int64 with its IEEE-754 double bits (kernel symbols
+    are int64 slots)."""
+    return _DOUBLE_AS_INT.unpack(_DOUBLE.pack(float(x)))[0]
+
+
+_DOUBLE, _DOUBLE_AS_INT = struct.Struct("<d"), struct.Struct("<q")
 
 
 def _in_layout(t, stride):
@@ -79,6 +89,7 @@ def wrapper_globals(device):
     return {"torch": torch, "_launch": _C._launch_compiled_kernel,
             "_device_index": -1 if device.index is None else device.index,
             "_empty": _C._empty_compiled_buffer,
+            "_double_bits": _double_bits,
             "_as_strided": torch.as_strided,
             "_in_layout": _in_layout, "_with_layout": _with_layout,
             "_layout_differs": _layout_differs}
@@ -169,11 +180,22 @@ class WrapperBuilder:
                     if isinstance(e, str):
                         symbols.setdefault(e, f"a{i}.stride({d})")
         self.symbols = list(self.plan.get("symbols", []))
+        float_names = float_symbols(self.gm)
+        floats = {name: node for node, name in float_names.items()}
         for sym in self.symbols:
+            if sym in floats:
+                continue
             if sym not in symbols:
                 raise CompilerUnsupported(f"symbol {sym} is not a size or stride of an input")
             self.emit(f"{sym} = {symbols[sym]}")
-        self.emit(f"_syms = [{', '.join(self.symbols)}]")
+        # SymFloats of the sizes, computed as the traced program did; kernels
+        # get each as the bits of a double.
+        for node in floats.values():
+            args = [self.render_arg(a) for a in node.args]
+            args += [f"{k}={self.render_arg(v)}" for k, v in node.kwargs.items()]
+            self.emit(f"{float_names[node]} = fx_{node.name} = {self.constant(node.target)}({', '.join(args)})")
+        slots = [f"_double_bits(fx_{floats[s].name})" if s in floats else s for s in self.symbols]
+        self.emit(f"_syms = [{', '.join(slots)}]")
         self.emit("args.clear()")
 
     def kernel_step(self, step):
