@@ -450,6 +450,41 @@ def test_float_scalars_of_symbolic_sizes_are_kernel_arguments():
     assert m["graphs"] == 1 and m["kernels"] == 1 and m["extern_ops"] == {}, m
 
 
+@pytest.mark.parametrize("k,s,p,d,ceil,layout", [
+    (3, 2, 1, 1, False, "nchw"), (3, 2, 1, 1, False, "nhwc"), (2, 2, 0, 1, True, "nchw"),
+    ((3, 2), (2, 1), (1, 0), (2, 1), True, "nchw"), (3, 1, 1, 1, False, "chw")])
+def test_max_pool_is_generated_with_atens_values_indices_and_gradient(k, s, p, d, ceil, layout):
+    # The pool becomes a fused kernel reading a padded buffer; values,
+    # indices (ties: first position, NaN wins) and the gradient the backward
+    # routes through the indices are ATen's, as is the layout.
+    x = torch.randn(2, 3, 11, 10) if layout != "chw" else torch.randn(3, 11, 10)
+    x[..., 0, :3] = x[..., 0, 3:6]
+    x[..., 4, 4] = float("nan")
+    if layout == "nhwc":
+        x = x.contiguous(memory_format=torch.channels_last)
+    fn = lambda t: F.max_pool2d(t, k, s, p, d, ceil_mode=ceil, return_indices=True)  # noqa: E731
+    xc, xn = x.clone().requires_grad_(), x.to(DEV).requires_grad_()
+    (vc, ic), (vn, in_) = fn(xc), compiled(fn)(xn)
+    assert torch.equal(ic, in_.cpu()) and vn.stride() == vc.stride() and in_.stride() == ic.stride()
+    torch.testing.assert_close(vn.cpu(), vc, atol=0, rtol=0, equal_nan=True)
+    w = torch.randn(vc.shape)
+    (vc.nan_to_num() * w).sum().backward()
+    (vn.nan_to_num() * w.to(DEV)).sum().backward()
+    assert torch.equal(xn.grad.cpu(), xc.grad)
+    assert "aten.max_pool2d_with_indices.default" not in compiler.metrics()["extern_ops"]
+
+
+def test_constant_pad_is_generated():
+    x = torch.randn(2, 3, 5, 6, device=DEV)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", compiler.CompileFallbackWarning)
+        check(lambda x: (F.pad(x, (1, 2), value=-1.5) * 2, F.pad(x, (1, 1, 2, 0)).exp(), F.pad(x, (0, 0, 0, 3)) + 1),
+              x, grad=True, atol=1e-6, rtol=1e-6)
+        xi = torch.randint(0, 9, (4, 5), device=DEV)
+        assert torch.equal(compiled(lambda x: F.pad(x, (2, 1), value=3) + 1)(xi).cpu(), F.pad(xi.cpu(), (2, 1), value=3) + 1)
+    assert "aten.constant_pad_nd.default" not in compiler.metrics()["extern_ops"]
+
+
 _FOREACH_CASES = {
     "add.Scalar": lambda a, b, c: torch._foreach_add(a, 2.0),
     "add.List": lambda a, b, c: torch._foreach_add(a, b, alpha=0.5),

@@ -254,10 +254,35 @@ class KernelWriter {
       return load(in, strides, v->view_args.back() - in->offset, c);
     } else if (v->op == "reshape") {
       ic = reshape_coords(in->shape, v->shape, c);
+    } else if (v->op == "pad") {
+      return emit_pad(v, c);
     } else {
       throw CompileError("unknown view " + v->op);
     }
     return emit(in, ic);
+  }
+
+  // constant_pad_nd: the input at coordinates clamped into its bounds (a
+  // load that is always valid, so loops still vectorise), or the fill value
+  // where the coordinates fall in the padding.
+  std::string emit_pad(Node* v, const std::vector<Expr>& c) {
+    Node* in = v->inputs[0];
+    std::vector<Expr> ic(c.size(), Expr(0));
+    std::string inside;
+    for (size_t d = 0; d < c.size(); ++d) {
+      Expr at = c[d] - v->view_args[d];
+      if (v->view_args[d].equals(0) && v->shape[d] == in->shape[d]) {
+        ic[d] = at;
+        continue;
+      }
+      ic[d] = Expr::max(Expr::min(at, in->shape[d] - 1), Expr(0));
+      inside += std::string(inside.empty() ? "" : " && ") + "(" + at.cpp() + ") >= 0 && (" + at.cpp() + ") < (" +
+                in->shape[d].cpp() + ")";
+    }
+    std::string value = emit(in, ic);
+    if (inside.empty()) return value;
+    return "((" + inside + ") ? " + value + " : static_cast<" + value_type(v) + ">(" +
+           literal(v->scalar, v->scalar_is_int, compute_dtype(v->dtype)) + "))";
   }
 
   static std::vector<Expr> reshape_coords(const std::vector<Expr>& in_shape, const std::vector<Expr>& out_shape,

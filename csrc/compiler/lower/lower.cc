@@ -211,6 +211,7 @@ class Lowerer {
       return v;
     }
     if (base == "aten.arange") return tensor(lower_arange(node, target));
+    if (base == "aten.constant_pad_nd") return tensor(lower_pad(node));
     if (base == "aten.split_with_sizes" || base == "aten.split" || base == "aten.unbind")
       return lower_split(node, base);
     if (Node* view = lower_view(node, base)) return tensor(view);
@@ -670,6 +671,45 @@ class Lowerer {
     Node* value = pointwise("add", {scalar_constant(start, DType::Int64, m.shape),
                                     pointwise("mul", {scalar_constant(step, DType::Int64, m.shape), index})});
     return cast(value, m.dtype);
+  }
+
+  // constant_pad_nd: negative pads (a pad's backward) crop, as slices; the
+  // others make a "pad" view (view_args: each dim's leading pad; scalar:
+  // the fill), computed where it is read.
+  Node* lower_pad(const Json& node) {
+    TensorMeta m = tensor_meta(node.at("meta"));
+    Node* x = tensor_arg(node.at("args")[0]);
+    if (!x) throw UnsupportedError("pad of a non-tensor");
+    if (is_complex(x->dtype)) throw UnsupportedError("complex dtype");
+    std::vector<Expr> pads;
+    for (auto& p : node.at("args")[1].items()) pads.push_back(int_arg(p));
+    const int rank = x->rank();
+    if (pads.size() % 2 || pads.size() / 2 > static_cast<size_t>(rank)) throw UnsupportedError("pad list");
+    // A symbolic pad is >= 0: PyTorch's output size guards were traced with it.
+    auto negative = [](const Expr& e) { return e.is_const() && e.value() < 0; };
+    std::vector<Expr> lead(rank, Expr(0)), trail(rank, Expr(0));
+    for (size_t i = 0; i < pads.size(); ++i) (i % 2 ? trail : lead)[rank - 1 - i / 2] = pads[i];
+    Node* cur = x;
+    for (int d = 0; d < rank; ++d) {
+      if (!negative(lead[d]) && !negative(trail[d])) continue;
+      Expr start = negative(lead[d]) ? Expr(0) - lead[d] : Expr(0);
+      std::vector<Expr> shape = cur->shape;
+      shape[d] = shape[d] - start - (negative(trail[d]) ? Expr(0) - trail[d] : Expr(0));
+      cur = view(cur, "slice", shape);
+      cur->view_args = {Expr(d), start, Expr(1)};
+      if (negative(lead[d])) lead[d] = Expr(0);
+    }
+    if (cur->shape == m.shape) return cur;
+    Node* v = view(cur, "pad", m.shape);
+    v->view_args = lead;
+    const Json& fill = arg(node, 2, "value");
+    if (!fill.is_null()) {
+      Operand o = operand(fill);
+      if (o.node || o.sym) throw UnsupportedError("tensor or symbolic pad value");
+      v->scalar = o.scalar;
+      v->scalar_is_int = o.scalar_is_int;
+    }
+    return v;
   }
 
   // split/split_with_sizes/unbind: a tuple of views of the input along one

@@ -145,6 +145,16 @@ class Scheduler {
       if (n->kind == NodeKind::Extern)
         for (Node* in : n->inputs) needs_tensor(in, false);
     materialize_shared_heavy_values();
+    materialize_shared_pads();
+  }
+
+  // A padded value read by several views (a pooling window's positions) gets
+  // a buffer: reading it through the pad, every read clamps its coordinates
+  // and tests the bounds, which keeps the reader's loop from vectorising;
+  // reading the buffer is plain strided loads.
+  void materialize_shared_pads() {
+    for (Node* n : g_.live_nodes())
+      if (n->kind == NodeKind::View && n->op == "pad" && n->users.size() > 1) n->materialize = true;
   }
 
   // Makes view `n` an alias (no buffer of its own) when it is a strided view

@@ -19,6 +19,7 @@ from .. import _C
 from . import _native, metrics, precompile
 from .config import settings
 from .foreach import foreach_decompositions
+from .pooling import pooling_decompositions
 from .serialize import graph_json
 from .wrapper import WrapperBuilder
 
@@ -54,6 +55,8 @@ def decompositions():
     )
     # Optimizers' foreach ops: one ordinary op per tensor, fused by the compiler.
     table.update(foreach_decompositions())
+    # Max pooling as a fused kernel (ATen's NCHW kernel is slow on CPU).
+    table.update(pooling_decompositions())
     # var and var_mean are lowered (two passes over the row, in one kernel with
     # their neighbours); their decomposition is to prims the compiler does not know.
     # Attention stays the fused CPU flash-attention kernel (an extern, as in
