@@ -64,7 +64,7 @@ def load(path=DEFAULT_PATH):
             kind, mode, name, dtype, check, reason = m.groups()
             if kind not in KINDS:
                 raise ValueError(f"{path}:{n}: unknown kind {kind!r}")
-            if mode not in (None, "host", "fallback"):
+            if mode not in (None, "host", "fallback", "compile"):
                 raise ValueError(f"{path}:{n}: unknown mode {mode!r}")
             if kind == "skip" and check != "*":
                 raise ValueError(f"{path}:{n}: a skip entry skips the whole item (CHECK must be *)")

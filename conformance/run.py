@@ -46,6 +46,9 @@ def parse_args(argv=None):
                    help="full: every op x dtype and module x dtype x mode, all samples (default); "
                         "ci: every op once in its most common dtype and every module in float32, "
                         "a few samples each (all samples where the expected-failure list names the item)")
+    p.add_argument("--compile", action="store_true",
+                   help="run every op under torch.compile(backend=\"neuron\", fullgraph=True), compiled "
+                        "for each sample; forward and backward against the CPU; ops only (no modules)")
     p.add_argument("--fallback", action="store_true",
                    help="force every op onto the CPU-fallback path "
                         "(OPENNEURON_FORCE_CPU_FALLBACK=all, OPENNEURON_CPU_FALLBACK=silent)")
@@ -134,6 +137,8 @@ class Runner:
         env["OMP_NUM_THREADS"] = str(self.args.threads)
         if self.args.subset == "full":
             env["PYTORCH_TEST_WITH_SLOW"] = "1"   # OpInfo's @slowTest samples too (the budget bounds them)
+        if self.mode == "compile":
+            env["OPENNEURON_CONFORMANCE_COMPILE"] = "1"
         if self.mode == "fallback":
             env["OPENNEURON_FORCE_CPU_FALLBACK"] = "all"
             env["OPENNEURON_CPU_FALLBACK"] = "silent"
@@ -757,9 +762,12 @@ def git_rev():
 
 def main(argv=None):
     args = parse_args(argv)
-    mode = "fallback" if args.fallback else "host"
+    if args.compile and args.fallback:
+        sys.exit("--compile and --fallback are separate runs")
+    mode = "fallback" if args.fallback else "compile" if args.compile else "host"
     entries = expectations.load(args.expected)
-    name = args.name or ("conformance" + ("-ci" if args.subset == "ci" else "") + ("-fallback" if args.fallback else ""))
+    name = args.name or ("conformance" + ("-ci" if args.subset == "ci" else "") +
+                         ("-fallback" if args.fallback else "") + ("-compile" if args.compile else ""))
     os.makedirs(args.out, exist_ok=True)
     workdir = os.path.join(args.out, f".work-{name}")
     shutil.rmtree(workdir, ignore_errors=True)
@@ -769,6 +777,8 @@ def main(argv=None):
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     items, order, torch_version, so_path = load_plan()
     items = select(items, order, args, entries, mode)
+    if args.compile:
+        items = [it for it in items if it["kind"] == "op"]
     unbounded = set()
     if args.subset == "ci":
         unbounded = {it["name"] for it in items if expectations.mentions(entries, mode, it["name"], it["dtype"])}
@@ -805,7 +815,8 @@ def main(argv=None):
             "worker_restarts": runner.restarts, "extension_rebuilt_during_run": runner.rebuilds,
             "torch": torch_version, "git": git_rev(), "python": platform.python_version(),
             "command": " ".join([os.path.relpath(sys.executable, ROOT), "conformance/run.py"] + (argv or sys.argv[1:])),
-            "env": {"OPENNEURON_FORCE_CPU_FALLBACK": "all", "OPENNEURON_CPU_FALLBACK": "silent"} if args.fallback else {},
+            "env": ({"OPENNEURON_FORCE_CPU_FALLBACK": "all", "OPENNEURON_CPU_FALLBACK": "silent"} if args.fallback
+                    else {"OPENNEURON_CONFORMANCE_COMPILE": "1"} if args.compile else {}),
         },
         "summary": summarize(rows),
         "unexpected": {"failures": fails, "passes": passes},
