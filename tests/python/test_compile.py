@@ -485,6 +485,23 @@ def test_constant_pad_is_generated():
     assert "aten.constant_pad_nd.default" not in compiler.metrics()["extern_ops"]
 
 
+@pytest.mark.parametrize("decimals", [3, 0, -2])
+def test_round_with_decimals_is_atens(decimals):
+    x = torch.randn(500, device=DEV) * 1000
+    got = compiled(lambda x: torch.round(x, decimals=decimals) + 0)(x)
+    assert torch.equal(got.cpu(), torch.round(x.cpu(), decimals=decimals))
+
+
+def test_inplace_view_ops_inside_compiled_ops():
+    # quantile squeezes in place: functionalization replays squeeze_ on its
+    # wrappers, which have no data (neuron's in-place views are metadata-only).
+    x = torch.randn(7, 5, device=DEV)
+    torch.testing.assert_close(compiled(lambda x: torch.quantile(x, 0.3, dim=1))(x),
+                               torch.quantile(x.cpu(), 0.3, dim=1).to(DEV))
+    assert torch.equal(compiled(lambda x: torch.quantile(x, 0.5))(torch.tensor(3.0, device=DEV)).cpu(),
+                       torch.tensor(3.0))
+
+
 _FOREACH_CASES = {
     "add.Scalar": lambda a, b, c: torch._foreach_add(a, 2.0),
     "add.List": lambda a, b, c: torch._foreach_add(a, b, alpha=0.5),

@@ -192,6 +192,7 @@ class Lowerer {
         throw CompileError("getitem on a non-tuple value");
       return tuple.items[i];
     }
+    if (target == "aten.round.decimals") return tensor(lower_round_decimals(node));
     if (const PointwiseLowering* pw = find_pointwise(target)) return tensor(lower_pointwise(node, target, *pw));
     std::string base = target.substr(0, target.rfind('.'));
     if (base == "aten.clamp") return tensor(lower_clamp(node));
@@ -391,6 +392,27 @@ class Lowerer {
     if (e == -0.5) return op1("rsqrt", x);
     if (e == -1.0) return op1("reciprocal", x);
     return nullptr;
+  }
+
+  // round(x, decimals) as ATen's kernel: nearbyint(x * 10^d) / 10^d, or for
+  // d < 0 nearbyint(x / 10^-d) * 10^-d, in the op-math type.
+  Node* lower_round_decimals(const Json& node) {
+    TensorMeta m = tensor_meta(node.at("meta"));
+    Node* x = tensor_arg(node.at("args")[0]);
+    if (!x || !is_floating(m.dtype)) throw UnsupportedError("round with decimals of a non-float");
+    const Json& d = arg(node, 1, "decimals");
+    const int64_t decimals = d.is_null() ? 0 : const_int(d);
+    const DType ct = compute_dtype(m.dtype);
+    auto op = [&](const std::string& name, std::vector<Node*> inputs) {
+      Node* n = new_node(NodeKind::Pointwise, name, m);
+      n->compute = ct;
+      n->inputs = std::move(inputs);
+      return n;
+    };
+    const double scale = std::pow(10.0, static_cast<double>(decimals < 0 ? -decimals : decimals));
+    Node* c = constant(scale, false, ct, m.shape);
+    if (decimals < 0) return op("mul", {op("round", {op("div", {x, c})}), c});
+    return op("div", {op("round", {op("mul", {x, c})}), c});
   }
 
   Node* lower_clamp(const Json& node) {

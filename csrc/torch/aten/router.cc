@@ -181,6 +181,11 @@ void route_ops_with_cpu_kernels_directly() {
         op->hasKernelForDispatchKey(
             c10::DispatchKey::CompositeExplicitAutograd);
     if (!composite || (!cpu && takes_device(op->schema()))) continue;
+    // In-place view ops (squeeze_, transpose_, as_strided_, ...) change
+    // metadata only; their composite kernel is device-generic, as on CUDA,
+    // and runs on tensors without data (functionalization replays them on
+    // its wrappers), which CPU views would need.
+    if (op->hasTag(at::Tag::inplace_view)) continue;
     std::string op_name = name.name.substr(6);
     if (!name.overload_name.empty()) op_name += "." + name.overload_name;
     library->impl(op_name.c_str(),
