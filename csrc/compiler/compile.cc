@@ -227,6 +227,7 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
       case GraphOutput::Kind::Float: j.set("kind", Json::string("number")); j.set("value", Json::number(o.number)); break;
       case GraphOutput::Kind::None: j.set("kind", Json::string("none")); break;
       case GraphOutput::Kind::Input: j.set("kind", Json::string("input")); j.set("index", Json::integer(o.input_index)); break;
+      case GraphOutput::Kind::Host: j.set("kind", Json::string("host")); j.set("name", Json::string(o.fx_name)); break;
     }
     outputs.push(j);
   }

@@ -71,11 +71,14 @@ struct Node {
 struct GraphOutput {
   // Input: a graph input that is neither a tensor nor a SymInt (an opaque
   // object, e.g. a DTensor's mesh), returned as it came in.
-  enum class Kind { None, Tensor, SymInt, Int, Float, Input } kind = Kind::None;
+  // Host: a value an extern step returned that is not a neuron tensor (an
+  // effect token, a CPU tensor), returned as the wrapper got it (fx_name).
+  enum class Kind { None, Tensor, SymInt, Int, Float, Input, Host } kind = Kind::None;
   Node* node = nullptr;
   int input_index = -1;
   Expr expr;
   double number = 0;
+  std::string fx_name;
 };
 
 class Graph {

@@ -24,6 +24,7 @@ struct Value {
   std::vector<Value> items;  // tuples
   bool is_tuple = false;
   int opaque_input = -1;  // index of a graph input that is an opaque object
+  bool host = false;      // an extern's result that is not a neuron tensor
 };
 
 struct TensorMeta {
@@ -93,6 +94,9 @@ class Lowerer {
       } else if (v.sym) {
         out.kind = GraphOutput::Kind::SymInt;
         out.expr = *v.sym;
+      } else if (v.host) {
+        out.kind = GraphOutput::Kind::Host;
+        out.fx_name = o.at("ref").as_string();
       } else if (v.float_sym) {  // the wrapper's variable of that name
         out.kind = GraphOutput::Kind::SymInt;
         out.expr = *v.float_sym;
@@ -820,6 +824,8 @@ class Lowerer {
       }
     } else if (t == "sym") {
       v.sym = Expr::from_json(meta.at("expr"));
+    } else {
+      v.host = true;
     }
     return v;
   }

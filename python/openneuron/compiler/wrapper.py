@@ -256,6 +256,8 @@ class WrapperBuilder:
                 outs.append(repr(o["value"]))
             elif o["kind"] == "input":
                 outs.append(f"a{o['index']}")
+            elif o["kind"] == "host":
+                outs.append(self.render_ref(self.nodes[o["name"]]))
             else:
                 outs.append("None")
         self.emit(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
