@@ -131,6 +131,9 @@ def float_symbols(gm: torch.fx.GraphModule) -> dict:
     for node in gm.graph.nodes:
         if node.op != "call_function" or not _is_host_scalar(node.meta.get("val")):
             continue
+        if isinstance(node.target, torch._ops.OpOverload) and (
+                node.target._schema.is_mutable or torch.Tag.nondeterministic_seeded in node.target.tags):
+            continue  # hoisted into the prologue it would write or draw random numbers out of order
         deps = node.all_input_nodes
         if all(d in out or isinstance(d.meta.get("val"), torch.SymInt) for d in deps):
             out[node] = f"fs_{node.name}"
