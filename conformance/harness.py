@@ -100,10 +100,9 @@ def _compiled(op):
 
 
 def _dynamo_limit(exc):
-    """Dynamo could not trace the op (not a compiler failure): its reason."""
+    """Dynamo could not trace the op (not a compiler failure, which raises
+    BackendCompilerFailed): its reason."""
     from torch._dynamo import exc as dynamo_exc
-    if isinstance(exc, torch._dynamo.exc.BackendCompilerFailed):
-        return None
     if isinstance(exc, (dynamo_exc.Unsupported, dynamo_exc.UserError)):
         return _one_line(str(exc).split("\n")[0], 160)
     return None

@@ -236,6 +236,17 @@ class Lowerer {
     return n;
   }
 
+  // A pointwise node over `inputs` of the given shape and dtypes.
+  Node* pointwise(const std::string& op, std::vector<Node*> inputs, const std::vector<Expr>& shape, DType dtype,
+                  DType compute) {
+    Node* n = g_.add(NodeKind::Pointwise, op);
+    n->inputs = std::move(inputs);
+    n->shape = shape;
+    n->dtype = dtype;
+    n->compute = compute;
+    return n;
+  }
+
   Node* constant(double value, bool is_int, DType dtype, const std::vector<Expr>& shape) {
     Node* n = g_.add(NodeKind::Constant, "constant");
     n->scalar = value;
@@ -382,19 +393,15 @@ class Lowerer {
   // computed the way it does (x*x, x*x*x, 1/(x*x), sqrt, rsqrt, 1/x); this
   // also keeps a pow call out of GELU's tanh form (x ** 3). Else nullptr.
   Node* pow_by_constant(Node* x, double e, const TensorMeta& m, DType ct) {
-    auto op1 = [&](const std::string& op, Node* a, Node* b = nullptr) {
-      Node* n = new_node(NodeKind::Pointwise, op, m);
-      n->compute = ct;
-      n->inputs = {a};
-      if (b) n->inputs.push_back(b);
-      return n;
+    auto op = [&](const std::string& name, std::vector<Node*> inputs) {
+      return pointwise(name, std::move(inputs), m.shape, m.dtype, ct);
     };
-    if (e == 2.0) return op1("mul", x, x);
-    if (e == 3.0) return op1("mul", op1("mul", x, x), x);
-    if (e == -2.0) return op1("reciprocal", op1("mul", x, x));
-    if (e == 0.5) return op1("sqrt", x);
-    if (e == -0.5) return op1("rsqrt", x);
-    if (e == -1.0) return op1("reciprocal", x);
+    if (e == 2.0) return op("mul", {x, x});
+    if (e == 3.0) return op("mul", {op("mul", {x, x}), x});
+    if (e == -2.0) return op("reciprocal", {op("mul", {x, x})});
+    if (e == 0.5) return op("sqrt", {x});
+    if (e == -0.5) return op("rsqrt", {x});
+    if (e == -1.0) return op("reciprocal", {x});
     return nullptr;
   }
 
@@ -408,10 +415,7 @@ class Lowerer {
     const int64_t decimals = d.is_null() ? 0 : const_int(d);
     const DType ct = compute_dtype(m.dtype);
     auto op = [&](const std::string& name, std::vector<Node*> inputs) {
-      Node* n = new_node(NodeKind::Pointwise, name, m);
-      n->compute = ct;
-      n->inputs = std::move(inputs);
-      return n;
+      return pointwise(name, std::move(inputs), m.shape, m.dtype, ct);
     };
     const double scale = std::pow(10.0, static_cast<double>(decimals < 0 ? -decimals : decimals));
     Node* c = constant(scale, false, ct, m.shape);
@@ -686,16 +690,12 @@ class Lowerer {
           std::max(std::fabs(start.scalar), std::fabs(start.scalar + step.scalar * (m.shape[0].value() - 1))) > exact)
         throw UnsupportedError("floating arange with values the dtype does not hold exactly");
     }
-    auto pointwise = [&](const std::string& op, std::vector<Node*> inputs) {
-      Node* n = g_.add(NodeKind::Pointwise, op);
-      n->inputs = std::move(inputs);
-      n->dtype = n->compute = DType::Int64;
-      n->shape = m.shape;
-      return n;
+    auto int64 = [&](const std::string& op, std::vector<Node*> inputs) {
+      return pointwise(op, std::move(inputs), m.shape, DType::Int64, DType::Int64);
     };
-    Node* index = pointwise("iota", {});
-    Node* value = pointwise("add", {scalar_constant(start, DType::Int64, m.shape),
-                                    pointwise("mul", {scalar_constant(step, DType::Int64, m.shape), index})});
+    Node* index = int64("iota", {});
+    Node* value = int64("add", {scalar_constant(start, DType::Int64, m.shape),
+                                int64("mul", {scalar_constant(step, DType::Int64, m.shape), index})});
     return cast(value, m.dtype);
   }
 

@@ -141,7 +141,9 @@ def cache_tag(decomposition_names):
     library and Python sources, and the decompositions applied."""
     digest = hashlib.sha256()
     here = os.path.dirname(__file__)
-    sources = [os.path.join(here, f) for f in ("backend.py", "foreach.py", "wrapper.py", "precompile.py")]
+    # Every source of this package: decompositions (foreach, pooling), the
+    # serializer and the wrapper all shape what is saved.
+    sources = sorted(os.path.join(here, f) for f in os.listdir(here) if f.endswith(".py"))
     for path in (_native.library_path(), *sources):
         with open(path, "rb") as f:
             digest.update(f.read())
