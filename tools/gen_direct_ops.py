@@ -33,6 +33,9 @@ EXCLUDED_PREFIXES = (
     "convolution_backward_overrideable", "_thnn_fused_", "_foreach",
     "_fused_sdp_choice", "_test_", "_foobar", "_functional_assert",
 )
+# Ops with a hand-written neuron kernel that takes the direct route itself
+# when its fast case does not apply (aten/small_matmul.cc).
+HAND_WRITTEN = {"mm", "addmm"}
 # Layouts and backends other than dense CPU kernels.
 EXCLUDED_WORDS = (
     "sparse", "quantize", "mkldnn", "nested", "fbgemm", "qnnpack", "xnnpack",
@@ -109,7 +112,7 @@ def arg_type(arg):
 def qualifies(func, has_cpu_kernel):
     name = func.split("(", 1)[0]
     base = name.split(".")[0]
-    if not has_cpu_kernel or base.startswith("__"):
+    if not has_cpu_kernel or base.startswith("__") or name in HAND_WRITTEN:
         return False
     if base.startswith(EXCLUDED_PREFIXES) or any(w in base for w in EXCLUDED_WORDS):
         return False

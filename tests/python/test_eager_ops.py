@@ -1,6 +1,8 @@
 """Eager ops on neuron tensors: the host driver runs ATen's CPU kernels on
 device memory, so results, dtypes, aliasing and in-place/out= semantics must
-be exactly those of the CPU, and no data may move between host and device."""
+be exactly those of the CPU, and no data may move between host and device.
+The one kernel of its own, float32 mm/addmm with few rows, matches the CPU
+within float32 rounding (test_small_row_matmuls_*)."""
 import copy
 
 import pytest
@@ -628,3 +630,67 @@ def test_linear_cross_entropy_accumulates_like_cpu(dtype):
     out.backward()
     torch.testing.assert_close(xn.grad.cpu(), x.grad, atol=0, rtol=0)
     torch.testing.assert_close(wn.grad.cpu(), w.grad, atol=0, rtol=0)
+
+
+def _small_row_operands(rows, n, k, layout, g):
+    """a [rows, k] and b [k, n] on neuron, b laid out as a linear layer's
+    weight.t(), as contiguous rows, or as a strided slice."""
+    a = torch.randn(rows, k, generator=g)
+    if layout == "weight_t":
+        b = torch.randn(n, k, generator=g).to(DEV).t()
+    elif layout == "rows":
+        b = torch.randn(k, n, generator=g).to(DEV)
+    else:
+        b = torch.randn(k, 2 * n, generator=g).to(DEV)[:, ::2]
+    return a.to(DEV), b
+
+
+@pytest.mark.parametrize("rows", [1, 2, 5, 8, 9])
+@pytest.mark.parametrize("layout", ["weight_t", "rows", "strided"])
+def test_small_row_matmuls_match_cpu(rows, layout):
+    """Products with few rows (a decode step's tokens times a weight) run the
+    host driver's small-GEMM kernel: the CPU's values within float32 rounding,
+    for every layout, bias broadcast and scaling."""
+    g = torch.Generator().manual_seed(rows)
+    for n, k in [(300, 256), (129, 600), (4100, 4), (40, 0), (1, 300)]:
+        a, b = _small_row_operands(rows, n, k, layout, g)
+        tol = dict(rtol=1e-5, atol=1e-5 * max(k, 1) ** 0.5)
+        torch.testing.assert_close((a @ b).cpu(), a.cpu() @ b.cpu(), **tol)
+        for bias in (torch.randn(n, generator=g), torch.randn(rows, 1, generator=g),
+                     torch.randn(rows, n, generator=g), torch.randn((), generator=g)):
+            got = torch.addmm(bias.to(DEV), a, b, beta=0.5, alpha=-2.0)
+            expected = torch.addmm(bias, a.cpu(), b.cpu(), beta=0.5, alpha=-2.0)
+            assert got.shape == expected.shape and got.is_contiguous()
+            torch.testing.assert_close(got.cpu(), expected, **tol)
+
+
+def test_small_row_matmuls_ignore_beta_zero_bias_and_thread_count():
+    g = torch.Generator().manual_seed(0)
+    a, b = _small_row_operands(2, 768, 256, "weight_t", g)
+    nan_bias = torch.full((768,), float("nan"), device=DEV)
+    assert not torch.addmm(nan_bias, a, b, beta=0).isnan().any()  # as on CPU: self ignored
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = (a @ b).cpu()
+        torch.set_num_threads(2)
+        two = (a @ b).cpu()
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(one, two)  # each output computed whole by one thread
+
+
+def test_small_row_linear_layers_forward_and_backward_match_cpu():
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(256, 1000)
+    x = torch.randn(2, 1, 256, requires_grad=True)
+    lin_n = copy.deepcopy(lin).to(DEV)
+    x_n = x.detach().to(DEV).requires_grad_()
+    out, out_n = lin(x), lin_n(x_n)
+    torch.testing.assert_close(out_n.cpu(), out, rtol=1e-5, atol=1e-5)
+    out.square().sum().backward()
+    out_n.square().sum().backward()
+    torch.testing.assert_close(x_n.grad.cpu(), x.grad, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(lin_n.weight.grad.cpu(), lin.weight.grad, rtol=1e-5, atol=1e-4)
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        torch.mm(torch.ones(2, 3, device=DEV), torch.ones(4, 5, device=DEV))
