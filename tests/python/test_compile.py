@@ -549,3 +549,18 @@ def test_compiled_foreach_adamw_matches_eager_cpu():
 
     torch.testing.assert_close(run(DEV, True), run("cpu", False), atol=1e-6, rtol=1e-5)
     assert compiler.metrics()["kernels"] >= 1
+
+
+def test_host_scalar_moved_to_device_is_a_transfer_not_a_fallback(monkeypatch):
+    """A CPU 0-dim tensor copied to the device inside the graph (HF's cache
+    positions) is the device's transfer: an extern copy, no fallback warning,
+    and strict mode accepts it."""
+    monkeypatch.setenv("OPENNEURON_COMPILE_STRICT", "1")
+    x = torch.randn(6, device=DEV)
+    start = torch.tensor(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", compiler.CompileFallbackWarning)
+        got = check(lambda x, s: x * s.to(x.device, torch.float32) + torch.arange(6, device=DEV) * s.to(DEV),
+                    x, start)
+    assert got.device.type == "neuron"
+    assert compiler.metrics()["fallback_ops"] == {}

@@ -19,4 +19,11 @@ class UnsupportedError : public CompileError {
   using CompileError::CompileError;
 };
 
+// An op of a generated family that runs as an extern kernel by design (a
+// copy from host memory is the device's transfer): no fallback to report.
+class ExternByDesign : public UnsupportedError {
+ public:
+  using UnsupportedError::UnsupportedError;
+};
+
 }  // namespace openneuron::compiler

@@ -162,6 +162,8 @@ class Lowerer {
     Value v;
     try {
       v = lower_op(node, target);
+    } catch (const ExternByDesign&) {
+      v = make_extern(node, target);
     } catch (const UnsupportedError& e) {
       if (is_generated_family(target)) out_.fallbacks.push_back({target, e.what()});
       v = make_extern(node, target);
@@ -445,7 +447,11 @@ class Lowerer {
 
   Node* lower_copy(const Json& node) {
     TensorMeta m = tensor_meta(node.at("meta"));
-    Node* x = tensor_arg(node.at("args")[0]);
+    const Json& source = node.at("args")[0];
+    Node* x = tensor_arg(source);
+    // A referenced tensor that is not on the device lives on the host (a CPU
+    // scalar such as a cache position): copying it is a transfer.
+    if (!x && source.is_object() && source.has("ref")) throw ExternByDesign("transfer from the host");
     if (!x) throw UnsupportedError("copy of a non-tensor");
     if (is_complex(m.dtype) || is_complex(x->dtype)) throw UnsupportedError("complex dtype");
     const Json& kwargs = node.at("kwargs");
