@@ -694,3 +694,20 @@ def test_small_row_linear_layers_forward_and_backward_match_cpu():
     torch.testing.assert_close(lin_n.weight.grad.cpu(), lin.weight.grad, rtol=1e-5, atol=1e-4)
     with pytest.raises(RuntimeError, match="cannot be multiplied"):
         torch.mm(torch.ones(2, 3, device=DEV), torch.ones(4, 5, device=DEV))
+
+
+def test_foreach_ops_over_many_aliasing_tensors_match_cpu():
+    """Tensor lists longer than the views' scanned prefix (hash-indexed):
+    repeated tensors and views of one storage alias as on CPU."""
+    def run(dev):
+        base = torch.arange(60, dtype=torch.float32, device=dev).reshape(20, 3)
+        rows = list(base.unbind(0))                  # 20 views of one storage
+        t = torch.ones(4, device=dev)
+        torch._foreach_mul_([t] * 12, 2.0)           # one tensor, 12 times: 2**12
+        torch._foreach_add_(rows + rows[:5], 1.0)    # the first 5 rows twice
+        sums = torch._foreach_add(rows, rows[::-1])  # fresh results
+        torch._foreach_addcmul_(rows, sums, rows, value=0.5)
+        return [base, t, *sums]
+    for got, expected in zip(run(DEV), run("cpu")):
+        assert got.device.type == "neuron"
+        assert torch.equal(got.cpu(), expected)

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include <ATen/ops/_efficientzerotensor.h>
+#include <c10/core/RefcountedDeleter.h>
 #include <c10/core/TensorImpl.h>
 
 #include "torch/runtime/cpu_allocation_redirect.h"
@@ -31,9 +32,22 @@ bool same_metadata(const at::Tensor& a, const at::Tensor& b) {
 
 }  // namespace
 
+// The entry of storages_ whose neuron storage is (an alias of) this one.
+std::optional<size_t> CpuViews::find_storage(const c10::Storage& neuron_storage) {
+  auto found = by_neuron_storage_.find(
+      neuron_storage.unsafeGetStorageImpl(), storages_.size(),
+      [&](size_t i) { return storages_[i].first.unsafeGetStorageImpl(); });
+  if (found) return found;
+  // Storages shared through a refcounted deleter alias without being the
+  // same StorageImpl (is_alias_of); neuron memory never uses one, but check.
+  if (neuron_storage.data_ptr().get_deleter() == &c10::refcounted_deleter)
+    for (size_t i = 0; i < storages_.size(); ++i)
+      if (storages_[i].first.is_alias_of(neuron_storage)) return i;
+  return std::nullopt;
+}
+
 c10::Storage CpuViews::to_cpu(const c10::Storage& neuron_storage) {
-  for (auto& [neuron, cpu] : storages_)
-    if (neuron.is_alias_of(neuron_storage)) return cpu;
+  if (auto i = find_storage(neuron_storage)) return storages_[*i].second;
   auto* impl = neuron_storage.unsafeGetStorageImpl();
   c10::Storage cpu(c10::make_intrusive<c10::StorageImpl>(
       c10::StorageImpl::use_byte_size_t(), impl->nbytes(),
@@ -45,8 +59,9 @@ c10::Storage CpuViews::to_cpu(const c10::Storage& neuron_storage) {
 }
 
 at::Tensor CpuViews::to_cpu(const at::Tensor& t) {
-  for (auto& [cpu, neuron] : tensors_)
-    if (neuron->is_same(t)) return cpu;
+  if (auto i = by_neuron_tensor_.find(t.unsafeGetTensorImpl(), tensors_.size(),
+                                      [&](size_t j) { return tensors_[j].second->unsafeGetTensorImpl(); }))
+    return tensors_[*i].first;
   // A ZeroTensor has no data to view: its CPU twin is a CPU ZeroTensor.
   auto cpu = t._is_zerotensor()
                  ? at::_efficientzerotensor(t.sizes(),
@@ -88,8 +103,10 @@ void CpuViews::write_back() {
 }
 
 c10::Storage CpuViews::neuron_storage_for(const c10::Storage& cpu_storage) {
-  for (auto& [neuron, cpu] : storages_)
-    if (cpu.is_alias_of(cpu_storage)) return neuron;
+  // View storages are made here (no refcounted deleter): identity is aliasing.
+  if (auto i = by_cpu_storage_.find(cpu_storage.unsafeGetStorageImpl(), storages_.size(),
+                                    [&](size_t j) { return storages_[j].second.unsafeGetStorageImpl(); }))
+    return storages_[*i].first;
   for (auto& [cpu, neuron] : adopted_)
     if (cpu == cpu_storage.unsafeGetStorageImpl()) return neuron;
   auto neuron = adopt(cpu_storage);
@@ -121,8 +138,9 @@ c10::Storage CpuViews::adopt(const c10::Storage& cpu_storage) {
 
 at::Tensor CpuViews::to_neuron(const at::Tensor& cpu_tensor) {
   if (!cpu_tensor.defined() || !cpu_tensor.is_cpu()) return cpu_tensor;
-  for (auto& [cpu, neuron] : tensors_)
-    if (cpu.is_same(cpu_tensor)) return *neuron;
+  if (auto i = by_cpu_tensor_.find(cpu_tensor.unsafeGetTensorImpl(), tensors_.size(),
+                                   [&](size_t j) { return tensors_[j].first.unsafeGetTensorImpl(); }))
+    return *tensors_[*i].second;
   auto storage = neuron_storage_for(cpu_tensor.storage());
   if (cpu_tensor.use_count() == 1) {
     // Nobody else holds the kernel's fresh result: turn that TensorImpl into

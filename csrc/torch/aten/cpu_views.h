@@ -15,6 +15,8 @@
 // bookkeeping).
 #pragma once
 
+#include <optional>
+#include <unordered_map>
 #include <utility>
 #include <c10/util/SmallVector.h>
 
@@ -22,6 +24,31 @@
 #include <c10/core/Storage.h>
 
 namespace openneuron::integration {
+
+// Finds an entry of an append-only list by a pointer key. Most ops have a
+// handful of tensors, scanned in place; foreach ops have hundreds, and a
+// scan per tensor made them quadratic, so past a few entries a hash index is
+// built (lazily, over the entries appended since the last lookup).
+class PointerIndex {
+ public:
+  template <class KeyOf>
+  std::optional<size_t> find(const void* key, size_t count, KeyOf key_of) {
+    if (count <= kScanned) {
+      for (size_t i = 0; i < count; ++i)
+        if (key_of(i) == key) return i;
+      return std::nullopt;
+    }
+    for (; indexed_ < count; ++indexed_) index_.emplace(key_of(indexed_), indexed_);
+    auto it = index_.find(key);
+    if (it == index_.end()) return std::nullopt;
+    return it->second;
+  }
+
+ private:
+  static constexpr size_t kScanned = 8;
+  size_t indexed_ = 0;
+  std::unordered_map<const void*, size_t> index_;
+};
 
 class CpuViews {
  public:
@@ -37,6 +64,7 @@ class CpuViews {
  private:
   c10::Storage neuron_storage_for(const c10::Storage& cpu_storage);
   c10::Storage adopt(const c10::Storage& cpu_storage);
+  std::optional<size_t> find_storage(const c10::Storage& neuron_storage);
 
   c10::DeviceIndex device_;
   // neuron storage -> its CPU view storage
@@ -45,6 +73,7 @@ class CpuViews {
   c10::SmallVector<std::pair<at::Tensor, const at::Tensor*>, 4> tensors_;
   // storages adopted from kernel outputs: CPU storage -> neuron storage
   c10::SmallVector<std::pair<c10::StorageImpl*, c10::Storage>, 2> adopted_;
+  PointerIndex by_neuron_storage_, by_cpu_storage_, by_neuron_tensor_, by_cpu_tensor_;
 };
 
 }  // namespace openneuron::integration
