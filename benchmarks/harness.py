@@ -119,6 +119,12 @@ class Workload:
     # with the configurations, as the machine's ceiling (e.g. STREAM's triad).
     reference: Callable[[], Instance] | None = None
     reference_label: str = ""
+    # Steps per timed repeat at least: a slow step (a model's) is one noisy
+    # sample on a shared machine; several make the median meaningful.
+    min_timed_steps: int = 1
+
+
+MODEL_TIMED_STEPS = 8  # min_timed_steps of the model and demo workloads
 
 
 REFERENCE = Config("reference", "native reference", "cpu")
@@ -246,7 +252,7 @@ def measure(wl: Workload, configs: list[Config], opts: Options,
                 sync(device)
                 one = time.perf_counter() - t0
             res["_outputs"] = [out1, out2]
-            inner = max(1, min(opts.max_inner, round(opts.target_s / max(one, 1e-7))))
+            inner = max(wl.min_timed_steps, min(opts.max_inner, round(opts.target_s / max(one, 1e-7))))
             res["inner_steps"] = inner
             live[cfg.key] = (cfg, inst, device, inner)
         except Exception as e:  # noqa: BLE001

@@ -14,7 +14,7 @@ import time
 if __name__ == "__main__":  # python benchmarks/report.py RUN.json
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.harness import BASELINE, CONFIGS, CONFIG_BY_KEY  # noqa: E402
+from benchmarks.harness import BASELINE, CONFIGS, CONFIG_BY_KEY, MODEL_TIMED_STEPS  # noqa: E402
 
 README_BEGIN = "<!-- benchmarks:begin -->"
 README_END = "<!-- benchmarks:end -->"
@@ -340,7 +340,8 @@ def write_markdown(data: dict, path: str) -> str:
         "## Throughput",
         "",
         f"Median of {s['repeats']} repeats that interleave the configurations in one process (each repeat runs "
-        f"every configuration once, rotating the order; about {s['target_s']} s of steps each, after "
+        f"every configuration once, rotating the order; about {s['target_s']} s of steps each, "
+        f"at least {MODEL_TIMED_STEPS} steps of a model or the demo, after "
         f"{s['warmup']} warm-up steps). In parentheses: ratio to cpu eager in the same run (higher is faster).",
         "",
         *summary_table(data, notes),

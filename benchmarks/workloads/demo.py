@@ -11,7 +11,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from benchmarks.harness import Instance, Workload  # noqa: E402
+from benchmarks.harness import MODEL_TIMED_STEPS, Instance, Workload  # noqa: E402
 from demo.train_gpt import GPT, GPTConfig, make_optimizer, train_step  # noqa: E402
 
 
@@ -28,7 +28,7 @@ def _build(p, device, compile):
 
 def workloads(quick):
     p = dict(batch=2, block=64, layers=2) if quick else dict(batch=16, block=128, layers=GPTConfig.n_layer)
-    return [Workload(name="demo_train_step", group="demo",
+    return [Workload(name="demo_train_step", group="demo", min_timed_steps=MODEL_TIMED_STEPS,
                      title=f"demo GPT train step, {p['layers']} layers, batch {p['batch']}x{p['block']}",
                      unit="tokens/s", build=functools.partial(_build, p), params=p,
                      tol_compiled=(1e-3, 1e-4))]

@@ -24,7 +24,7 @@ from transformers import (  # noqa: E402
 )
 from transformers.utils import logging as hf_logging  # noqa: E402
 
-from benchmarks.harness import Instance, Workload  # noqa: E402
+from benchmarks.harness import MODEL_TIMED_STEPS, Instance, Workload  # noqa: E402
 
 hf_logging.set_verbosity_error()
 
@@ -127,20 +127,20 @@ def workloads(quick):
         resnet = dict(widths=[32, 64, 128, 256], depths=[1, 1, 1, 1], batch=16, size=64)
     train_tol = (1e-3, 1e-4)
     return [
-        Workload(name="bert_fwd_bwd", group="models",
+        Workload(name="bert_fwd_bwd", group="models", min_timed_steps=MODEL_TIMED_STEPS,
                  title=f"BERT encoder fwd+bwd, {bert['layers']}x{bert['hidden']}, batch {bert['batch']}x{bert['seq']}",
                  unit="seq/s", build=functools.partial(_build_bert, bert), params=bert,
                  tol_compiled=train_tol),
-        Workload(name="gpt2_generate", group="models",
+        Workload(name="gpt2_generate", group="models", min_timed_steps=MODEL_TIMED_STEPS,
                  title=f"GPT-2 greedy generation, {gpt2['layers']}x{gpt2['hidden']}, "
                        f"batch {gpt2['batch']}, {gpt2['prompt']}+{gpt2['new']} tokens",
                  unit="tokens/s", build=functools.partial(_build_gpt2, gpt2), params=gpt2),
-        Workload(name="llama_train", group="models",
+        Workload(name="llama_train", group="models", min_timed_steps=MODEL_TIMED_STEPS,
                  title=f"Llama train step (AdamW), {llama['layers']}x{llama['hidden']}, "
                        f"batch {llama['batch']}x{llama['seq']}",
                  unit="tokens/s", build=functools.partial(_build_llama, llama), params=llama,
                  tol_compiled=train_tol),
-        Workload(name="resnet_train", group="models",
+        Workload(name="resnet_train", group="models", min_timed_steps=MODEL_TIMED_STEPS,
                  title=f"ResNet train step (SGD), widths {resnet['widths']}, "
                        f"batch {resnet['batch']}x3x{resnet['size']}x{resnet['size']}",
                  unit="images/s", build=functools.partial(_build_resnet, resnet), params=resnet,
