@@ -124,7 +124,7 @@ OPENNEURON_INLINE void row_block(const SmallGemmF32& g, int64_t n, int64_t width
                                              std::clamp<int64_t>(width - v * kLanes, 0, kLanes));
     for (int m = 0; m < M; ++m) {
       const float x = g.a[m * g.a_row_stride + k];
-      const Vec a = {x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
+      const Vec a = Vec{} + x;  // x in every lane
       for (int v = 0; v < V; ++v) acc[m][v] += a * bv[v];
     }
   }
