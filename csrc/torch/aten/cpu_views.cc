@@ -107,8 +107,9 @@ c10::Storage CpuViews::neuron_storage_for(const c10::Storage& cpu_storage) {
   if (auto i = by_cpu_storage_.find(cpu_storage.unsafeGetStorageImpl(), storages_.size(),
                                     [&](size_t j) { return storages_[j].second.unsafeGetStorageImpl(); }))
     return storages_[*i].first;
-  for (auto& [cpu, neuron] : adopted_)
-    if (cpu == cpu_storage.unsafeGetStorageImpl()) return neuron;
+  if (auto i = by_adopted_storage_.find(cpu_storage.unsafeGetStorageImpl(), adopted_.size(),
+                                        [&](size_t j) { return adopted_[j].first; }))
+    return adopted_[*i].second;
   auto neuron = adopt(cpu_storage);
   adopted_.emplace_back(cpu_storage.unsafeGetStorageImpl(), neuron);
   return neuron;

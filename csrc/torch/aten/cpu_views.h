@@ -73,7 +73,8 @@ class CpuViews {
   c10::SmallVector<std::pair<at::Tensor, const at::Tensor*>, 4> tensors_;
   // storages adopted from kernel outputs: CPU storage -> neuron storage
   c10::SmallVector<std::pair<c10::StorageImpl*, c10::Storage>, 2> adopted_;
-  PointerIndex by_neuron_storage_, by_cpu_storage_, by_neuron_tensor_, by_cpu_tensor_;
+  PointerIndex by_neuron_storage_, by_cpu_storage_, by_neuron_tensor_, by_cpu_tensor_,
+      by_adopted_storage_;
 };
 
 }  // namespace openneuron::integration
