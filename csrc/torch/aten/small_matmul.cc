@@ -52,10 +52,7 @@ at::Tensor run(SmallGemmF32 g, const at::Tensor& like) {
   at::Tensor out = at::empty({g.m, g.n}, like.options());
   g.c = out.mutable_data_ptr<float>();
   g.c_row_stride = g.n;
-  // Threads only for products worth splitting (~32K multiply-adds a chunk).
-  const int64_t per_column = std::max<int64_t>(1, g.m * g.k);
-  const int64_t grain = std::max(hal::host::kSmallGemmColumnGrain, 32768 / per_column);
-  at::parallel_for(0, g.n, grain, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, g.n, hal::host::small_gemm_column_grain(g), [&](int64_t begin, int64_t end) {
     hal::host::small_gemm_f32(g, begin, end);
   });
   return out;

@@ -174,6 +174,10 @@ bool small_gemm_applies(const SmallGemmF32& g) {
   return false;
 }
 
+int64_t small_gemm_column_grain(const SmallGemmF32& g) {
+  return std::max<int64_t>(64, 32768 / std::max<int64_t>(1, g.m * g.k));
+}
+
 OPENNEURON_SIMD_CLONES
 void small_gemm_f32(const SmallGemmF32& g, int64_t n_begin, int64_t n_end) {
   switch (g.m) {

@@ -42,8 +42,8 @@ bool small_gemm_applies(const SmallGemmF32& g);
 // columns across threads.
 void small_gemm_f32(const SmallGemmF32& g, int64_t n_begin, int64_t n_end);
 
-// Column ranges of this size or larger keep each thread's work aligned to
-// whole vector blocks.
-constexpr int64_t kSmallGemmColumnGrain = 64;
+// The fewest output columns worth a thread of their own (~32K multiply-adds,
+// and at least one 64-column block): the grain callers split columns with.
+int64_t small_gemm_column_grain(const SmallGemmF32& g);
 
 }  // namespace openneuron::hal::host
