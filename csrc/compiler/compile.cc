@@ -64,8 +64,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // Lowering, passes, fusion and code generation of one graph.
 struct Build {
-  Build(const Json& fx, const std::set<int>& isolate, const std::vector<std::string>& symbols)
-      : lowered(lower_fx_graph(fx)) {
+  Build(const Json& fx, const std::set<int>& isolate, const std::set<std::string>& extern_copies,
+        const std::vector<std::string>& symbols)
+      : lowered(lower_fx_graph(fx, extern_copies)) {
     Graph& g = lowered.graph;
     stats = Json::object();
     stats.set("ir_nodes_lowered", Json::integer(static_cast<int64_t>(g.live_nodes().size())));
@@ -107,14 +108,19 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
   for (auto& sym : fx.at("symbols").items()) symbols.push_back(sym.as_string());
 
   // Lowering and passes are deterministic and cheap, so a fusion conflict
-  // found by code generation restarts them with that root isolated.
+  // found by code generation restarts them with that root isolated, and a
+  // store that cannot write in place with that copy_ left to an extern.
   std::set<int> isolate;
+  std::set<std::string> extern_copies;
   std::unique_ptr<Build> built;
   while (!built) {
     try {
-      built = std::make_unique<Build>(fx, isolate, symbols);
+      built = std::make_unique<Build>(fx, isolate, extern_copies, symbols);
     } catch (const FusionConflict& c) {
       if (!isolate.insert(c.root).second) throw CompileError(std::string("internal: ") + c.what());
+    } catch (const StoreConflict& c) {
+      if (!extern_copies.insert(c.copy).second) throw CompileError(std::string("internal: ") + c.what());
+      isolate.clear();  // node ids change with the lowering
     }
   }
   LoweredGraph& lowered = built->lowered;
@@ -176,6 +182,7 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
         a.set("stride", exprs_python(n->buffer_strides()));
         int reuse = s.reuse_of[n->id];
         a.set("reuse", reuse >= 0 ? Json::integer(reuse) : Json());
+        if (n->is_store()) a.set("input", Json::integer(n->store_into->index));  // written in place
         allocs.push(a);
       }
       j.set("allocs", allocs);
@@ -188,7 +195,8 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
       j.set("args", args);
       Json outs = Json::array();
       for (Node* u : st.node->users) {
-        if (u->kind != NodeKind::ExternOutput || u->dead) continue;
+        // Results nothing reads (most items of a foreach op's list) are not bound.
+        if (u->kind != NodeKind::ExternOutput || u->dead || (u->users.empty() && !u->graph_output)) continue;
         Json o = tensor_info(u);
         o.set("index", Json::integer(u->index));
         o.set("stride", exprs_python(u->strides));

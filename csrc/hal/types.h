@@ -16,6 +16,9 @@ struct DeviceProperties {
   // (the host driver): a second host thread driving the device buys no
   // concurrency, only a second thread pool on the same cores.
   bool runs_on_host_threads = false;
+  // Kernels may read host (CPU) memory when they run: a CPU scalar operand
+  // (an optimizer's step count) is passed to a kernel as a pointer.
+  bool kernels_read_host_memory = false;
 };
 
 enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };

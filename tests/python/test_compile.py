@@ -228,6 +228,33 @@ def test_attention_is_the_fused_flash_kernel():
     assert "aten._scaled_dot_product_flash_attention_for_cpu_backward.default" in ops, ops
 
 
+_INPLACE_CASES = {
+    # Each input update is a store of the kernel that computes it: no extern copy.
+    "chained updates": (lambda x, y: (x.mul_(2).add_(y), y.sub_(1), (x * y).sum())[2], True),
+    "update with cast and broadcast": (lambda x, y: (x.copy_(y[0].double() * 3), x.sum())[1], True),
+    # Reads of the old value at another element (a transpose) or after the
+    # store's kernel (a later update reading it): those copies stay externs.
+    "transposed read": (lambda x, y: (x.copy_(x.t() * 2 + 1), x.mean())[1], False),
+    "read by a later update": (lambda x, y: (y[0].add_(x[1]), x.mul_(2), y.sum())[2], False),
+}
+
+
+@pytest.mark.parametrize("case", list(_INPLACE_CASES))
+@torch.no_grad()
+def test_updates_of_inputs_are_written_in_place(case):
+    fn, all_stores = _INPLACE_CASES[case]
+    x, y = torch.randn(5, 5), torch.randn(5, 5)
+    x_e, y_e = x.clone(), y.clone()
+    expected = fn(x_e, y_e)
+    x_c, y_c = x.to(DEV), y.to(DEV)
+    got = compiled(fn)(x_c, y_c)
+    torch.testing.assert_close(got.cpu(), expected)
+    torch.testing.assert_close(x_c.cpu(), x_e)
+    torch.testing.assert_close(y_c.cpu(), y_e)
+    extern_ops = compiler.metrics()["extern_ops"]
+    assert ("aten.copy_.default" not in extern_ops) == all_stores, extern_ops
+
+
 @torch.no_grad()
 def test_input_updated_through_index_copy_is_updated_in_place():
     # A static KV cache: the functionalized index_put + copy_ back becomes index_put_.
@@ -532,8 +559,9 @@ def test_foreach_ops_become_kernels(case):
 
 
 def test_compiled_foreach_adamw_matches_eager_cpu():
-    # Step counts stay CPU tensors (foreach externs); parameters and moments
-    # are updated by generated kernels.
+    # Step counts stay CPU tensors (foreach externs, the increment in place);
+    # each parameter and its moments are updated by one generated kernel that
+    # reads the CPU bias corrections in place.
     params = [torch.randn(8, 8) if i % 2 == 0 else torch.randn(8) for i in range(10)]
     grads = [torch.randn_like(p) for p in params]
 
@@ -548,7 +576,31 @@ def test_compiled_foreach_adamw_matches_eager_cpu():
         return [p.detach().cpu() for p in ps]
 
     torch.testing.assert_close(run(DEV, True), run("cpu", False), atol=1e-6, rtol=1e-5)
-    assert compiler.metrics()["kernels"] >= 1
+    m = compiler.metrics()
+    assert 1 <= m["kernels"] <= len(params), m
+    assert "aten.copy_.default" not in m["extern_ops"], m
+    assert not any(op.startswith("aten._foreach") and "pow" not in op and "sub" not in op and "add_" not in op
+                   and "neg" not in op and "div.Scalar" not in op and "reciprocal" not in op and "sqrt" not in op
+                   for op in m["extern_ops"]), m
+
+
+@torch.no_grad()
+def test_cpu_scalars_are_read_by_kernels():
+    # A 0-dim CPU tensor beside device tensors is a kernel operand (as CUDA
+    # kernels take CPU scalars), computed on the host when it is host work.
+    def f(x, s):
+        t = s * 2 + 1                      # host work: stays on the CPU
+        return x * t + s.sqrt(), (x / s).to(torch.float64), t
+
+    x, s = torch.randn(4, 7), torch.tensor(2.5)
+    got = compiled(f)(x.to(DEV), s)
+    expected = f(x, s)
+    for g, e in zip(got, expected):
+        assert g.device == (s.device if e.device.type == "cpu" and e.dim() == 0 else torch.device(DEV, 0)), g.device
+        torch.testing.assert_close(g.cpu(), e)
+    m = compiler.metrics()
+    assert m["extern_ops"] == {"aten.mul.Tensor": 1, "aten.add.Tensor": 1, "aten.sqrt.default": 1}, m
+    assert m["kernels"] == 1, m
 
 
 def test_host_scalar_moved_to_device_is_a_transfer_not_a_fallback(monkeypatch):

@@ -120,6 +120,11 @@ class KernelWriter {
     note_read(n);
     Expr idx = offset;
     for (size_t i = 0; i < c.size(); ++i) idx = idx + c[i] * strides[i];
+    // An input this kernel also stores into may only be read at the element
+    // being written: all reads of an element come before its store.
+    auto stored = stored_inputs_.find(n);
+    if (stored != stored_inputs_.end() && stored->second.second != idx)
+      throw StoreConflict(stored->second.first->fx_name);
     return "static_cast<" + value_type(n) + ">(" + buffer_name(n) + "[" + index_text(idx) + "])";
   }
 
@@ -334,11 +339,15 @@ class KernelWriter {
     return ic;
   }
 
-  void store(Node* root, const std::vector<Expr>& c, const std::string& value) {
-    if (std::find(outputs_.begin(), outputs_.end(), root) == outputs_.end()) outputs_.push_back(root);
-    auto strides = root->buffer_strides();
+  static Expr flat_index(const std::vector<Expr>& c, const std::vector<Expr>& strides) {
     Expr idx(0);
     for (size_t i = 0; i < c.size(); ++i) idx = idx + c[i] * strides[i];
+    return idx;
+  }
+
+  void store(Node* root, const std::vector<Expr>& c, const std::string& value) {
+    if (std::find(outputs_.begin(), outputs_.end(), root) == outputs_.end()) outputs_.push_back(root);
+    Expr idx = flat_index(c, root->buffer_strides());
     std::string st = storage_ctype(root->dtype);
     line(buffer_name(root) + "[" + index_text(idx) + "] = static_cast<" + st + ">(" + value + ");");
   }
@@ -434,8 +443,14 @@ class KernelWriter {
     indent_ = 1;
     scopes_.emplace_back();
     std::vector<Expr> c = open_loops();
+    for (Node* r : g_.roots)
+      if (r->is_store()) stored_inputs_[r->store_into] = {r, flat_index(c, r->buffer_strides())};
     scopes_.emplace_back();
-    for (Node* r : g_.roots) store(r, c, emit(r, c));
+    // Every value first, then every store: a store into an input comes after
+    // all reads of that element.
+    std::vector<std::string> values;
+    for (Node* r : g_.roots) values.push_back(emit(r, c));
+    for (size_t i = 0; i < g_.roots.size(); ++i) store(g_.roots[i], c, values[i]);
     scopes_.pop_back();
     close_loops();
     scopes_.pop_back();
@@ -772,6 +787,7 @@ class KernelWriter {
   std::string row_key_;   // the coordinates of the current row
   int current_root_ = -1;
   std::set<int> current_roots_;
+  std::map<const Node*, std::pair<Node*, Expr>> stored_inputs_;  // input -> (its store, element index)
   std::vector<Node*> reads_, outputs_;
   std::set<std::string> hoistable_;       // symbols fixed for the current row
   std::map<std::string, std::string> hoisted_;  // index expression -> variable

@@ -40,6 +40,7 @@ static bool is_dense(const std::vector<Expr>& shape, const std::vector<Expr>& st
 
 std::vector<Expr> Node::buffer_strides() const {
   if (kind == NodeKind::Input || kind == NodeKind::ExternOutput) return strides;
+  if (store_into) return store_into->strides;
   if (meta_strides.size() != shape.size()) return contiguous_strides(shape);
   if (is_dense(shape, meta_strides)) return meta_strides;
   // Not dense (a permuted view into a wider buffer): dense strides in the
@@ -124,6 +125,7 @@ std::string Graph::to_string() const {
     if (!n->view_args.empty()) out += " args=" + join_keys(n->view_args);
     if (n->index >= 0) out += " index=" + std::to_string(n->index);
     if (n->kind == NodeKind::Extern) out += " fx=" + n->fx_name;
+    if (n->store_into) out += " into=%" + std::to_string(n->store_into->id);
     out += "\n";
   }
   out += "return (";

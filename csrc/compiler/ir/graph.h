@@ -48,6 +48,13 @@ struct Node {
   // Extern: the FX names its arguments refer to, each with the position of
   // its tensor in `inputs` (passes rewrite inputs, so names follow them).
   std::vector<std::pair<std::string, int>> arg_names;
+  bool may_alias_inputs = false;  // Extern: its results may be views of its inputs
+  // Pointwise identity that writes its value into this graph input, in place
+  // (a functionalized `input.copy_(value)`): its buffer is the input's.
+  Node* store_into = nullptr;
+  // Input or extern output: a CPU tensor (a scalar), which kernels read in
+  // place and nothing in the graph writes.
+  bool host = false;
 
   // Filled by analysis.
   std::vector<Node*> users;
@@ -62,6 +69,7 @@ struct Node {
   // saved for backward have the strides AOTAutograd expects; else contiguous.
   std::vector<Expr> buffer_strides() const;
   int rank() const { return static_cast<int>(shape.size()); }
+  bool is_store() const { return store_into != nullptr; }
   bool is_compute() const {
     return kind == NodeKind::Pointwise || kind == NodeKind::Reduce || kind == NodeKind::Constant ||
            kind == NodeKind::View;

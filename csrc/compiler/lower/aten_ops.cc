@@ -86,7 +86,7 @@ bool is_generated_family(const std::string& aten_op) {
       "aten.sum", "aten.mean", "aten.amax", "aten.amin", "aten.var", "aten.var_mean",
       "aten.prod", "aten.view", "aten._unsafe_view", "aten.reshape", "aten.permute",
       "aten.expand", "aten.unsqueeze", "aten.squeeze", "aten.slice", "aten.select",
-      "aten.t", "aten.transpose", "aten.clone", "aten._to_copy", "aten.full",
+      "aten.t", "aten.transpose", "aten.clone", "aten.copy", "aten._to_copy", "aten.full", "aten.full_like",
       "aten.scalar_tensor", "prims.convert_element_type", "aten.clamp", "aten.alias",
       "aten.split", "aten.split_with_sizes", "aten.unbind", "aten.arange", "aten.constant_pad_nd"};
   return find_pointwise(aten_op) || others.count(base_name(aten_op));

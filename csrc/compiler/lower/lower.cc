@@ -31,6 +31,7 @@ struct TensorMeta {
   DType dtype;
   std::vector<Expr> shape, strides;
   Expr offset;
+  bool host = false;  // a CPU scalar (see Node::host)
 };
 
 TensorMeta tensor_meta(const Json& m) {
@@ -40,12 +41,14 @@ TensorMeta tensor_meta(const Json& m) {
   for (auto& e : m.at("shape").items()) t.shape.push_back(Expr::from_json(e));
   for (auto& e : m.at("stride").items()) t.strides.push_back(Expr::from_json(e));
   t.offset = Expr::from_json(m.at("offset"));
+  t.host = m.get("host").is_bool() && m.at("host").as_bool();
   return t;
 }
 
 class Lowerer {
  public:
-  explicit Lowerer(LoweredGraph& out) : out_(out), g_(out.graph) {}
+  Lowerer(LoweredGraph& out, const std::set<std::string>& extern_copies)
+      : out_(out), g_(out.graph), extern_copies_(extern_copies) {}
 
   void run(const Json& fx) {
     for (auto& in : fx.at("inputs").items()) add_input(in);
@@ -68,6 +71,7 @@ class Lowerer {
       n->strides = m.strides;
       n->offset = m.offset;
       n->index = static_cast<int>(g_.inputs.size());
+      n->host = m.host;
       n->fx_name = name;
       n->materialize = true;
       g_.inputs.push_back(n);
@@ -198,6 +202,9 @@ class Lowerer {
         throw CompileError("getitem on a non-tuple value");
       return tuple.items[i];
     }
+    // Work on CPU scalars (an optimizer's step counts) stays on the host;
+    // kernels read the results.
+    if (meta.at("t").as_string() == "tensor" && tensor_meta(meta).host) throw ExternByDesign("a host (CPU) value");
     if (target == "aten.round.decimals") return tensor(lower_round_decimals(node));
     if (const PointwiseLowering* pw = find_pointwise(target)) return tensor(lower_pointwise(node, target, *pw));
     std::string base = target.substr(0, target.rfind('.'));
@@ -205,7 +212,16 @@ class Lowerer {
     if (base == "aten._to_copy" || base == "prims.convert_element_type" || base == "aten.clone" ||
         base == "aten.lift_fresh_copy")
       return tensor(lower_copy(node));
-    if (base == "aten.full" || base == "aten.scalar_tensor") return tensor(lower_full(node));
+    if (base == "aten.full" || base == "aten.full_like" || base == "aten.scalar_tensor")
+      return tensor(lower_full(node));
+    if (target == "aten.copy_.default") return tensor(lower_store(node));
+    if (target == "aten.copy.default") {  // functional copy: src cast and broadcast to self's meta
+      TensorMeta m = tensor_meta(node.at("meta"));
+      Node* src = tensor_arg(node.at("args")[1]);
+      if (!src || !tensor_arg(node.at("args")[0])) throw UnsupportedError("copy from or to a host tensor");
+      if (is_complex(m.dtype) || is_complex(src->dtype)) throw UnsupportedError("complex dtype");
+      return tensor(cast(broadcast(src, m.shape), m.dtype));
+    }
     if (base == "aten.sum" || base == "aten.amax" || base == "aten.amin" || base == "aten.prod" ||
         base == "aten.mean" || base == "aten.any" || base == "aten.all")
       return tensor(lower_reduction(node, base.substr(5)));
@@ -465,6 +481,26 @@ class Lowerer {
     Node* n = new_node(NodeKind::Pointwise, "identity", m);
     n->inputs = {x};
     n->compute = compute_dtype(m.dtype);
+    return n;
+  }
+
+  // `input.copy_(value)` on a graph input (a functionalized in-place update):
+  // a store of the value, cast and broadcast, into the input's memory. The
+  // kernel that computes the value writes it there, no extra pass.
+  Node* lower_store(const Json& node) {
+    const std::string& name = node.at("name").as_string();
+    Node* dst = tensor_arg(node.at("args")[0]);
+    Node* src = tensor_arg(node.at("args")[1]);
+    if (extern_copies_.count(name) || !dst || !src || dst->kind != NodeKind::Input || dst->host)
+      throw ExternByDesign("copy into a tensor that is not a device graph input");
+    if (is_complex(dst->dtype) || is_complex(src->dtype)) throw UnsupportedError("complex dtype");
+    Node* n = g_.add(NodeKind::Pointwise, "identity");
+    n->inputs = {broadcast(src, dst->shape)};
+    n->dtype = dst->dtype;
+    n->compute = compute_dtype(dst->dtype);
+    n->shape = dst->shape;
+    n->store_into = dst;
+    n->fx_name = name;
     return n;
   }
 
@@ -801,6 +837,7 @@ class Lowerer {
     const std::string& name = node.at("name").as_string();
     Node* e = g_.add(NodeKind::Extern, target);
     e->fx_name = name;
+    e->may_alias_inputs = !node.get("aliases").is_bool() || node.at("aliases").as_bool();
     collect_refs(node.at("args"), e);
     collect_refs(node.at("kwargs"), e);
     out_.externs.push_back(target);
@@ -818,6 +855,7 @@ class Lowerer {
       o->shape = m.shape;
       o->strides = m.strides;
       o->offset = m.offset;
+      o->host = m.host;
       o->index = index;
       o->materialize = true;
       v.tensor = o;
@@ -838,14 +876,15 @@ class Lowerer {
 
   LoweredGraph& out_;
   Graph& g_;
+  const std::set<std::string>& extern_copies_;
   std::map<std::string, Value> values_;
 };
 
 }  // namespace
 
-LoweredGraph lower_fx_graph(const Json& fx) {
+LoweredGraph lower_fx_graph(const Json& fx, const std::set<std::string>& extern_copies) {
   LoweredGraph out;
-  Lowerer(out).run(fx);
+  Lowerer(out, extern_copies).run(fx);
   out.graph.compute_users();
   return out;
 }

@@ -3,6 +3,7 @@
 // becomes an Extern node that the runtime calls as a library kernel.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct LoweredGraph {
   std::vector<std::string> externs;
 };
 
-LoweredGraph lower_fx_graph(const Json& fx);
+// `extern_copies`: FX names of `copy_` ops into graph inputs to run as extern
+// copies rather than as stores of a generated kernel (the scheduler found
+// that writing in place would change what another step reads).
+LoweredGraph lower_fx_graph(const Json& fx, const std::set<std::string>& extern_copies = {});
 
 }  // namespace openneuron::compiler

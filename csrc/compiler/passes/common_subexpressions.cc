@@ -23,7 +23,7 @@ int eliminate_common_subexpressions(Graph& g) {
   std::map<std::string, Node*> seen;
   int merged = 0;
   for (auto& n : g.nodes()) {
-    if (n->dead || !n->is_compute()) continue;
+    if (n->dead || !n->is_compute() || n->is_store()) continue;  // each store writes its own input
     auto [it, fresh] = seen.emplace(signature(*n), n.get());
     if (fresh) continue;
     replace_uses(g, n.get(), it->second);

@@ -46,7 +46,7 @@ int fold_constants(Graph& g) {
       ++folded;
       continue;
     }
-    if (n->kind != NodeKind::Pointwise) continue;
+    if (n->kind != NodeKind::Pointwise || n->is_store()) continue;  // a store stays a write
     bool all_const = !n->inputs.empty();
     std::vector<double> values;
     for (Node* in : n->inputs) {

@@ -1,6 +1,7 @@
 // Dead-code elimination: compute nodes whose values reach no output and no
-// extern kernel are dropped. Extern nodes always stay: they may write into
-// graph inputs (functionalized mutations end in copy_ ops with no users).
+// extern kernel are dropped. Extern nodes and stores into graph inputs always
+// stay: they are the graph's in-place updates (functionalized mutations end
+// in copy_ ops with no users).
 #include "compiler/passes/passes.h"
 
 namespace openneuron::compiler {
@@ -19,7 +20,7 @@ int eliminate_dead_code(Graph& g) {
   for (auto& o : g.outputs)
     if (o.node) work.push_back(o.node);
   for (auto& n : g.nodes())
-    if (!n->dead && (n->kind == NodeKind::Extern || n->kind == NodeKind::Input)) work.push_back(n.get());
+    if (!n->dead && (n->kind == NodeKind::Extern || n->kind == NodeKind::Input || n->is_store())) work.push_back(n.get());
   while (!work.empty()) {
     Node* n = work.back();
     work.pop_back();

@@ -107,6 +107,7 @@ class Scheduler {
   Schedule run() {
     choose_materialization();
     for (Node* n : g_.live_nodes()) place(n);
+    check_stores();
     plan_memory();
     return std::move(s_);
   }
@@ -139,6 +140,8 @@ class Scheduler {
       }
       n->materialize = true;
     };
+    for (Node* n : g_.live_nodes())
+      if (n->is_store()) n->materialize = true;  // its buffer is the input's
     for (auto& o : g_.outputs)
       if (o.node) needs_tensor(o.node, true);
     for (Node* n : g_.live_nodes())
@@ -233,6 +236,9 @@ class Scheduler {
       if (r->group != group_index(k)) return false;
     if (n->kind == NodeKind::Reduce)
       return k.kind == KernelGroup::Kind::Reduction && n->inputs[0]->shape == k.shape && n->dims == k.dims;
+    // A reduction kernel reads its rows in several passes: a store there
+    // could overwrite an element a later pass reads.
+    if (n->is_store() && k.kind == KernelGroup::Kind::Reduction) return false;
     if (k.kind == KernelGroup::Kind::Pointwise) return c.reduces.empty() && n->shape == k.shape;
     return n->shape == k.shape || n->shape == kept_shape(k) || n->shape == squeezed_shape(k);
   }
@@ -242,12 +248,17 @@ class Scheduler {
   void place(Node* n) {
     if (n->kind == NodeKind::Extern) {
       int pos = add_step({Step::Kind::Extern, -1, n});
+      for (Node* in : n->inputs) {
+        note_read(in, pos);
+        last_extern_use_[buffer_of(in)->id] = pos;  // it may write in place (index_put_)
+      }
       for (Node* u : n->users) producer_[u->id] = pos;
       return;
     }
     if (n->kind == NodeKind::Input || n->kind == NodeKind::ExternOutput) return;
     if (aliases_.count(n->id)) {
       producer_[n->id] = add_step({Step::Kind::Alias, -1, n});
+      note_read(n, producer_[n->id]);
       return;
     }
     bool root = n->kind == NodeKind::Reduce || n->materialize;
@@ -255,7 +266,9 @@ class Scheduler {
     Cone c = cone(n);
     cones_[n->id] = c;
     KernelGroup* last = s_.groups.empty() ? nullptr : &s_.groups.back();
-    if (!last || isolate_.count(n->id) || !fits(*last, n, c)) {
+    if (KernelGroup* related = n->is_store() && !isolate_.count(n->id) ? related_group(n, c) : nullptr)
+      last = related;
+    else if (!last || isolate_.count(n->id) || !fits(*last, n, c)) {
       for (Node* r : c.reduces) {
         r->materialize = true;
         producer_[r->id] = s_.groups[r->group].position;
@@ -276,6 +289,84 @@ class Scheduler {
     last->roots.push_back(n);
     n->group = group_index(*last);
     producer_[n->id] = last->position;
+    group_leaves_.resize(s_.groups.size());
+    for (Node* leaf : c.leaves) {
+      group_leaves_[n->group].insert(buffer_of(leaf)->id);
+      note_read(leaf, last->position);
+    }
+  }
+
+  void note_read(Node* n, int step) {
+    int& last = last_read_[buffer_of(n)->id];
+    last = std::max(last, step);
+  }
+
+  // Stores come last in the graph, one per updated input; computing each in
+  // the kernel that already reads what it reads (an optimizer's parameter,
+  // moments and gradient) saves a pass over them. The group must fit, read
+  // nothing made at or after it, come after every read of the input, and
+  // after every extern that took what the store reads (it may have updated
+  // it in place).
+  KernelGroup* related_group(Node* n, const Cone& c) {
+    auto at = [](const std::map<int, int>& steps, int id) {
+      auto it = steps.find(id);
+      return it == steps.end() ? 0 : it->second;
+    };
+    int earliest = at(last_read_, n->store_into->id);
+    for (Node* leaf : c.leaves) earliest = std::max(earliest, at(last_extern_use_, buffer_of(leaf)->id));
+    KernelGroup* best = nullptr;
+    size_t best_shared = 0;
+    for (size_t i = s_.groups.size(); i-- > 0;) {
+      KernelGroup& k = s_.groups[i];
+      if (k.position < earliest) break;
+      size_t shared = 0;
+      for (Node* leaf : c.leaves) shared += group_leaves_[i].count(buffer_of(leaf)->id);
+      if (shared > best_shared && fits(k, n, c)) {
+        best = &k;
+        best_shared = shared;
+      }
+    }
+    return best;
+  }
+
+  // A store overwrites its input at its kernel's step, so every other read
+  // of that input (directly, through a view, or through an extern's result
+  // that may alias it) must come at an earlier step. Reads inside the
+  // store's own kernel are checked by code generation.
+  void check_stores() {
+    std::map<int, Node*> store_of;  // input id -> its store
+    for (Node* n : g_.live_nodes()) {
+      if (!n->is_store()) continue;
+      if (!store_of.emplace(n->store_into->id, n).second) throw StoreConflict(n->fx_name);
+    }
+    if (store_of.empty()) return;
+    std::map<int, int> memory_of;  // extern output id -> stored input it may be a view of
+    auto input_read = [&](Node* n) -> int {
+      int id = buffer_of(n)->id;
+      auto it = memory_of.find(id);
+      return it == memory_of.end() ? id : it->second;
+    };
+    for (size_t i = 0; i < s_.steps.size(); ++i) {
+      const Step& st = s_.steps[i];
+      std::vector<Node*> reads;
+      if (st.kind == Step::Kind::Kernel) {
+        for (Node* r : s_.groups[st.group].roots)
+          for (Node* leaf : cones_[r->id].leaves) reads.push_back(leaf);
+      } else if (st.kind == Step::Kind::Extern) {
+        reads = st.node->inputs;
+      } else {
+        reads = {st.node};
+      }
+      for (Node* n : reads) {
+        int input = input_read(n);
+        auto it = store_of.find(input);
+        if (it == store_of.end()) continue;
+        Node* store = it->second;
+        if (static_cast<int>(i) > s_.groups[store->group].position) throw StoreConflict(store->fx_name);
+        if (st.kind == Step::Kind::Extern && st.node->may_alias_inputs)
+          for (Node* u : st.node->users) memory_of[u->id] = input;
+      }
+    }
   }
 
   int add_step(Step step) {
@@ -324,12 +415,14 @@ class Scheduler {
           for (Node* leaf : cones_[r->id].leaves) read(leaf, static_cast<int>(i));
       }
     }
-    std::set<int> pinned;  // never freed or reused: outputs and inputs
+    std::set<int> pinned;  // never freed or reused: outputs, inputs and stores into inputs
     for (auto& o : g_.outputs) {
       if (!o.node) continue;
       pinned.insert(o.node->id);
       pinned.insert(buffer_of(o.node)->id);
     }
+    for (Node* n : g_.live_nodes())
+      if (n->is_store()) pinned.insert(n->id);
     s_.frees.assign(s_.steps.size(), {});
     s_.reuse_of.assign(g_.nodes().size(), -1);
     std::map<std::string, std::vector<int>> free_pool;  // dtype|numel -> dead kernel buffers
@@ -365,6 +458,9 @@ class Scheduler {
   std::set<int> aliases_;
   std::map<int, int> producer_;  // node id -> step that makes its buffer
   std::map<int, Cone> cones_;
+  std::vector<std::set<int>> group_leaves_;  // per group: buffers its roots read
+  std::map<int, int> last_read_;             // buffer id -> last step reading it
+  std::map<int, int> last_extern_use_;       // buffer id -> last extern step taking it
 };
 
 }  // namespace

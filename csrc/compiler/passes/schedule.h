@@ -4,6 +4,7 @@
 #pragma once
 
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,16 @@ struct Schedule {
   // Per step: node ids whose buffers die after it.
   std::vector<std::vector<int>> frees;
   int buffers_reused = 0;
+};
+
+// Thrown when a store into a graph input (Node::store_into) cannot write in
+// place: another step, or another element in its own kernel, still reads
+// the input's old value. Compilation restarts with that copy_ (FX name) run
+// as an extern copy.
+struct StoreConflict : std::runtime_error {
+  explicit StoreConflict(const std::string& copy_name)
+      : std::runtime_error("store conflict at " + copy_name), copy(copy_name) {}
+  std::string copy;
 };
 
 // Decides materialization, fuses compute nodes into kernel groups and orders

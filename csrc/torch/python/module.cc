@@ -125,6 +125,7 @@ py::dict device_properties(int device) {
   d["compute_units"] = p.compute_units;
   d["host_addressable"] = p.host_addressable;
   d["runs_on_host_threads"] = p.runs_on_host_threads;
+  d["kernels_read_host_memory"] = p.kernels_read_host_memory;
   return d;
 }
 

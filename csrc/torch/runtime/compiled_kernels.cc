@@ -25,6 +25,7 @@ struct Kernel {
   c10::DeviceIndex device;
   std::string name;
   std::string label;  // profiler event name
+  bool reads_host_memory;  // CPU tensors may be among its (read) buffers
 };
 
 struct Registry {
@@ -49,7 +50,8 @@ int64_t compiled_kernel(const std::string& path, const std::string& entry, int64
   int index = lib->entry(entry);
   for (size_t i = 0; i < r.kernels.size(); ++i)
     if (r.kernels[i].executable == lib.get() && r.kernels[i].entry == index) return static_cast<int64_t>(i);
-  r.kernels.push_back({lib.get(), index, static_cast<c10::DeviceIndex>(device), entry, label});
+  bool reads_host = hal::driver().properties(static_cast<int>(device)).kernels_read_host_memory;
+  r.kernels.push_back({lib.get(), index, static_cast<c10::DeviceIndex>(device), entry, label, reads_host});
   return static_cast<int64_t>(r.kernels.size()) - 1;
 }
 
@@ -72,8 +74,12 @@ void launch_compiled_kernel(int64_t kernel, const std::vector<at::Tensor>& buffe
   }
   for (size_t i = 0; i < buffers.size(); ++i) {
     const at::Tensor& t = buffers[i];
-    TORCH_CHECK(t.device().type() == kNeuron && t.device().index() == k.device, "compiled kernel ", k.name,
-                ": buffer ", i, " is on ", t.device(), ", expected neuron:", int(k.device));
+    // CPU scalars are read in place where the device's kernels can read host
+    // memory (the compiler passes them only as inputs).
+    bool host_scalar = k.reads_host_memory && t.device().is_cpu() && t.numel() == 1;
+    TORCH_CHECK(host_scalar || (t.device().type() == kNeuron && t.device().index() == k.device),
+                "compiled kernel ", k.name, ": buffer ", i, " is on ", t.device(), ", expected neuron:",
+                int(k.device));
     ptrs[i] = t.unsafeGetTensorImpl()->mutable_data();
   }
   RECORD_FUNCTION(k.label.c_str(), c10::ArrayRef<const c10::IValue>{});

@@ -7,6 +7,7 @@ import copy
 import itertools
 import json
 import logging
+import operator
 import os
 import time
 import warnings
@@ -150,6 +151,61 @@ def _reinplace_input_updates(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return torch.fx.GraphModule(gm, graph)
 
 
+def _inplace_foreach(node):
+    """The in-place overload of a functional `_foreach_*` node, or None."""
+    if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+        return None
+    packet = node.target.overloadpacket.__name__
+    if not packet.startswith("_foreach_") or packet.endswith("_") or not node.args:
+        return None
+    inplace = getattr(aten, packet + "_", None)
+    return getattr(inplace, node.target._overloadname, None) if inplace is not None else None
+
+
+def _reinplace_foreach_updates(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """`ys = _foreach_X(xs, ...)` with every `copy_(xs[i], ys[i])` (a
+    functionalized `_foreach_X_(xs, ...)` on graph inputs, e.g. an
+    optimizer's CPU step counts) becomes `_foreach_X_(xs, ...)` again: one
+    call instead of one extern copy per tensor. Readers of ys[i] read xs[i],
+    updated by then; only when nothing else reads xs."""
+    def updates(node):
+        """{i: (getitem node, copy_ node)} for every element, or None."""
+        if _inplace_foreach(node) is None:
+            return None
+        xs = node.args[0]
+        if not isinstance(xs, (list, tuple)) or not xs:
+            return None
+        found = {}
+        for user in node.users:
+            if user.target is not operator.getitem:
+                return None
+            copies = [u for u in user.users if u.target is aten.copy_.default and u.args[1] is user]
+            i = user.args[1]
+            if len(copies) != 1 or copies[0].users or copies[0].args[0] is not xs[i]:
+                continue
+            found[i] = (user, copies[0])
+        ok = len(found) == len(xs) and all(
+            isinstance(x, torch.fx.Node) and x.op == "placeholder" and set(x.users) == {node, found[i][1]}
+            for i, x in enumerate(xs))
+        return found if ok else None
+
+    if not any(updates(n) for n in gm.graph.nodes):
+        return gm
+    graph = copy.deepcopy(gm.graph)
+    for node in list(graph.nodes):
+        found = updates(node)
+        if not found:
+            continue
+        xs = node.args[0]
+        for i, (item, copy_node) in found.items():
+            graph.erase_node(copy_node)
+            item.replace_all_uses_with(xs[i])
+            graph.erase_node(item)
+        node.target = _inplace_foreach(node)
+        node.meta["val"] = None
+    return torch.fx.GraphModule(gm, graph)
+
+
 def _with_constants(fn, constants):
     """Boxed `fn` called with `constants` appended to its arguments."""
     def run(args):
@@ -169,7 +225,7 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "forw
     options = {"cache_dir": s.cache_dir, "cache_enabled": s.cache_enabled, "cache_max_bytes": s.cache_max_bytes,
                "debug": bool(s.debug_dir)}
     try:
-        gm, constants = _lift_constants(_reinplace_input_updates(gm))
+        gm, constants = _lift_constants(_reinplace_foreach_updates(_reinplace_input_updates(gm)))
         graph = graph_json(gm)
         plan = _native.compile_graph(graph, options)
     except _native.CompilerUnsupported as e:

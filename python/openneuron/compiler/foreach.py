@@ -44,10 +44,11 @@ def _decomposition(overload, base):
     positional, keyword_names = signature
 
     def per_element(*args, **kwargs):
-        # Lists of CPU tensors (an optimizer's step counts) stay one foreach
-        # call: per element they would be as many extern calls.
-        if any(isinstance(t, torch.Tensor) and t.device.type != "neuron"
-               for j in lists for t in args[j]):
+        # Ops on lists of CPU tensors (an optimizer's step counts) stay one
+        # foreach call: per element they would be as many host extern calls.
+        # CPU scalars beside device tensors are kernel operands.
+        first = next((args[j] for j in lists if any(isinstance(t, torch.Tensor) for t in args[j])), [])
+        if any(isinstance(t, torch.Tensor) and t.device.type != "neuron" for t in first):
             return NotImplemented
         out = []
         for i in range(len(args[lists[0]])):

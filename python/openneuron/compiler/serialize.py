@@ -54,17 +54,28 @@ def target_name(target) -> str:
     return "py." + getattr(target, "__name__", type(target).__name__)
 
 
+def _is_cpu_scalar(val) -> bool:
+    """A 0-dim CPU tensor (an optimizer's step count): kernels read it in
+    place as an operand of device tensors, as CUDA kernels take CPU scalars."""
+    return (val.device.type == "cpu" and val.dim() == 0 and val.layout == torch.strided
+            and not val.is_quantized and not val.is_complex())
+
+
 def meta_json(val):
     if isinstance(val, torch.Tensor):
-        if val.device.type != "neuron" or val.layout != torch.strided or val.is_quantized:
+        host = _is_cpu_scalar(val)
+        if not host and (val.device.type != "neuron" or val.layout != torch.strided or val.is_quantized):
             return {"t": "other"}
-        return {
+        out = {
             "t": "tensor",
             "dtype": dtype_name(val.dtype),
             "shape": [expr_json(s) for s in val.shape],
             "stride": [expr_json(s) for s in val.stride()],
             "offset": expr_json(val.storage_offset()),
         }
+        if host:
+            out["host"] = True
+        return out
     if isinstance(val, torch.SymInt):
         return {"t": "sym", "expr": expr_json(val)}
     if isinstance(val, (tuple, list)):
@@ -140,6 +151,14 @@ def float_symbols(gm: torch.fx.GraphModule) -> dict:
     return out
 
 
+def _may_return_alias(target) -> bool:
+    """Whether an op's results may be views of its arguments (by its schema;
+    any Python callable may)."""
+    if isinstance(target, torch._ops.OpOverload):
+        return any(r.alias_info is not None for r in target._schema.returns)
+    return target is not operator.getitem
+
+
 def graph_json(gm: torch.fx.GraphModule) -> dict:
     inputs, nodes, outputs = [], [], []
     floats = float_symbols(gm)
@@ -156,6 +175,7 @@ def graph_json(gm: torch.fx.GraphModule) -> dict:
                     "meta": {"t": "symfloat", "name": floats[node], "int": _is_integral_scalar(node.meta["val"])}
                     if node in floats
                     else meta_json(node.meta.get("val")),
+                    "aliases": _may_return_alias(node.target),
                 }
             )
         elif node.op == "output":

@@ -201,7 +201,9 @@ class WrapperBuilder:
     def kernel_step(self, step):
         for a in step["allocs"]:
             shape = "(" + "".join(f"{s}, " for s in a["shape"]) + ")"
-            if a["reuse"] is not None:
+            if a.get("input") is not None:  # a store into that graph input
+                self.emit(f"b{a['id']} = a{a['input']}")
+            elif a["reuse"] is not None:
                 self.emit(f"b{a['id']} = b{a['reuse']}.view({shape}); del b{a['reuse']}")
             else:
                 dtype = self.constant(getattr(torch, a["dtype"]))

@@ -64,6 +64,7 @@ DeviceProperties HostDriver::properties(int device) const {
       static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   props.host_addressable = true;
   props.runs_on_host_threads = true;
+  props.kernels_read_host_memory = true;  // launches run synchronously, on the host
   return props;
 }
 
