@@ -9,6 +9,7 @@
 
 #include "compiler/cache/kernel_cache.h"
 #include "compiler/cache/sha256.h"
+#include "compiler/codegen/combined_launch.h"
 #include "compiler/codegen/cpp_kernel.h"
 #include "compiler/codegen/prelude.h"
 #include "compiler/ir/errors.h"
@@ -86,10 +87,13 @@ struct Build {
       kernels.push_back(generate_kernel(schedule.groups[i], "on_kernel_" + std::to_string(i), symbols));
       source += "\n" + kernels.back().source;
     }
+    launches = combine_small_kernels(schedule, kernels);
+    for (const CombinedLaunch& l : launches) source += "\n" + combined_launch_source(l, schedule, kernels);
   }
   LoweredGraph lowered;
   Schedule schedule;
   std::vector<GeneratedKernel> kernels;
+  std::vector<CombinedLaunch> launches;
   std::string source;
   std::string ir_before;
   Json stats;
@@ -162,30 +166,48 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
   }
   stats.set("build_seconds", Json::number(seconds_since(t1)));
 
-  // Steps.
+  // Steps; a combined launch is one step for all of its kernels.
+  std::map<int, const CombinedLaunch*> launch_at;  // first step -> its launch
+  std::set<int> in_launch;
+  for (const CombinedLaunch& l : built->launches) {
+    launch_at[l.steps.front()] = &l;
+    in_launch.insert(l.steps.begin() + 1, l.steps.end());
+  }
   Json steps = Json::array();
   for (size_t i = 0; i < s.steps.size(); ++i) {
     const Step& st = s.steps[i];
+    if (in_launch.count(static_cast<int>(i))) continue;
     Json j = Json::object();
     if (st.kind == Step::Kind::Kernel) {
-      const GeneratedKernel& k = kernels[st.group];
+      auto launch = launch_at.find(static_cast<int>(i));
+      std::vector<int> members = launch == launch_at.end() ? std::vector<int>{static_cast<int>(i)}
+                                                           : launch->second->steps;
       j.set("kind", Json::string("kernel"));
-      j.set("name", Json::string(k.name));
-      j.set("summary", Json::string(group_summary(s.groups[st.group])));
-      Json bufs = Json::array();
-      for (Node* b : k.buffers) bufs.push(Json::integer(b->id));
-      j.set("buffers", bufs);
-      Json allocs = Json::array();
-      for (size_t o = k.buffers.size() - k.num_outputs; o < k.buffers.size(); ++o) {
-        Node* n = k.buffers[o];
-        Json a = tensor_info(n);
-        a.set("stride", exprs_python(n->buffer_strides()));
-        int reuse = s.reuse_of[n->id];
-        a.set("reuse", reuse >= 0 ? Json::integer(reuse) : Json());
-        if (n->is_store()) a.set("input", Json::integer(n->store_into->index));  // written in place
-        allocs.push(a);
+      Json bufs = Json::array(), allocs = Json::array(), frees = Json::array();
+      std::string summary;
+      for (int m : members) {
+        const GeneratedKernel& k = kernels[s.steps[m].group];
+        if (m == members.front()) summary = group_summary(s.groups[s.steps[m].group]);
+        for (Node* b : k.buffers) bufs.push(Json::integer(b->id));
+        for (size_t o = k.buffers.size() - k.num_outputs; o < k.buffers.size(); ++o) {
+          Node* n = k.buffers[o];
+          Json a = tensor_info(n);
+          a.set("stride", exprs_python(n->buffer_strides()));
+          int reuse = s.reuse_of[n->id];
+          a.set("reuse", reuse >= 0 ? Json::integer(reuse) : Json());
+          if (n->is_store()) a.set("input", Json::integer(n->store_into->index));  // written in place
+          allocs.push(a);
+        }
+        for (int id : s.frees[m]) frees.push(Json::integer(id));
       }
+      if (members.size() > 1) summary = std::to_string(members.size()) + " kernels, first " + summary;
+      j.set("name", Json::string(members.size() > 1 ? launch->second->name : kernels[st.group].name));
+      j.set("summary", Json::string(summary));
+      j.set("buffers", bufs);
       j.set("allocs", allocs);
+      j.set("free", frees);
+      steps.push(j);
+      continue;
     } else if (st.kind == Step::Kind::Extern) {
       j.set("kind", Json::string("extern"));
       j.set("fx", Json::string(st.node->fx_name));
@@ -221,6 +243,9 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
     steps.push(j);
   }
   plan.set("steps", steps);
+  int64_t launches = 0;
+  for (auto& st : steps.items()) launches += st.at("kind").as_string() == "kernel";
+  stats.set("kernel_launches", Json::integer(launches));
 
   Json inputs = Json::array();
   for (Node* in : g.inputs) inputs.push(in && !in->dead ? Json::integer(in->id) : Json());

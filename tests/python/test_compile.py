@@ -64,6 +64,16 @@ def test_backend_found_by_name_after_import_torch_alone(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
 
 
+def test_small_kernels_in_a_row_are_launched_together():
+    # Twelve kernels (shapes that cannot fuse); the big one in the middle
+    # keeps a launch of its own.
+    xs = [torch.randn(i + 1, 3, device=DEV) for i in range(12)]
+    xs[6] = torch.randn(300, 300, device=DEV)
+    check(lambda *xs: [x.sin() * 2 for x in xs], *xs)
+    m = compiler.metrics()
+    assert m["kernels"] == 12 and m["kernel_launches"] == 3, m
+
+
 def test_pointwise_chain_is_one_kernel():
     x = torch.randn(64, 33, device=DEV)
     check(lambda x: torch.sigmoid(x * 2 - 1).tanh() + x.abs().sqrt(), x)

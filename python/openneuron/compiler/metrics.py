@@ -1,4 +1,5 @@
-"""Counters of the neuron compiler: graphs, kernels, kernel-cache hits and
+"""Counters of the neuron compiler: graphs, kernels, kernel launches per run
+of the graphs (small kernels in a row share one), kernel-cache hits and
 misses, compile time, recompiles with the guard that failed. Read with
 openneuron.compiler.metrics()."""
 
@@ -18,6 +19,7 @@ def record_graph(plan, seconds):
     with _lock:
         _counts["graphs"] += 1
         _counts["kernels"] += stats.get("kernels", 0)
+        _counts["kernel_launches"] += stats.get("kernel_launches", 0)
         _counts["buffers_reused"] += stats.get("buffers_reused", 0)
         cache = plan.get("cache")
         if cache is not None:
@@ -41,7 +43,7 @@ def record_graph_fallback():
 
 def snapshot():
     with _lock:
-        out = {k: _counts.get(k, 0) for k in ("graphs", "graphs_fallback", "kernels", "cache_hits",
+        out = {k: _counts.get(k, 0) for k in ("graphs", "graphs_fallback", "kernels", "kernel_launches", "cache_hits",
                                                "cache_misses", "buffers_reused", "recompiles")}
         out["compile_seconds"] = _times.get("compile_seconds", 0.0)
         out["build_seconds"] = _times.get("build_seconds", 0.0)

@@ -225,6 +225,9 @@ class WrapperBuilder:
         self.emit(f"fx_{node.name} = {target}({args}{kwargs})")
         for out in step["outputs"]:
             index = "" if out["index"] < 0 else f"[{out['index']}]"
+            if not out["stride"]:  # 0-dim: no layout to check
+                self.emit(f"b{out['id']} = fx_{node.name}{index}")
+                continue
             stride = "(" + "".join(f"{s}, " for s in out["stride"]) + ")"
             self.emit(f"b{out['id']} = _in_layout(fx_{node.name}{index}, {stride})")
 
