@@ -21,6 +21,7 @@ DEV = "neuron"
 @pytest.fixture(autouse=True)
 def _fresh(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENNEURON_COMPILE_CACHE_DIR", str(tmp_path / "kernels"))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "torch"))  # AOTAutograd's graph cache
     torch._dynamo.reset()
     compiler.reset_metrics()
     torch.manual_seed(0)
@@ -89,7 +90,8 @@ def test_layernorm_feeding_a_linear_is_one_kernel(seq):
     x = torch.randn(2, seq, 32, device=DEV)
     ln = torch.nn.LayerNorm(32).to(DEV)
     w = torch.randn(16, 32, device=DEV)
-    check(lambda x: F.linear(ln(x).reshape(-1, 32), w), x, atol=1e-5, rtol=1e-5)
+    with torch.no_grad():  # the forward alone (with grad, the backward is compiled along)
+        check(lambda x: F.linear(ln(x).reshape(-1, 32), w), x, atol=1e-5, rtol=1e-5)
     m = compiler.metrics()
     assert m["graphs"] == 1 and m["kernels"] == 1, m
 
@@ -324,6 +326,32 @@ def test_persistent_cache_is_hit_by_a_new_process(tmp_path):
         assert r.returncode == 0, r.stderr[-3000:]
     assert runs[0].stdout.split() == ["0", "1"], runs[0].stdout
     assert runs[1].stdout.split() == ["1", "0"], runs[1].stdout
+
+
+def test_new_process_loads_forward_and_backward_from_aotautograds_cache(tmp_path):
+    # A warm start skips AOTAutograd's tracing and our lowering to Python:
+    # the saved wrappers run with kernels the kernel cache verified.
+    code = (
+        "import torch, openneuron.compiler as c\n"
+        "torch.manual_seed(0)\n"
+        "m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.LayerNorm(8)).to('neuron')\n"
+        "x = torch.randn(4, 8, device='neuron')\n"
+        "torch.compile(m, backend='neuron')(x).square().sum().backward()\n"
+        "g = m[0].weight.grad.cpu(); m.zero_grad(); m(x).square().sum().backward()\n"
+        "assert torch.allclose(g, m[0].weight.grad.cpu(), atol=1e-5), (g, m[0].weight.grad)\n"
+        "k = c.metrics(); print(k['graphs'], k['graphs_loaded'], k['cache_hits'])\n"
+    )
+    env = dict(os.environ, OPENNEURON_COMPILE_CACHE_DIR=str(tmp_path / "kernels"),
+               TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "torch"))
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+            for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-3000:]
+    assert runs[0].stdout.split() == ["2", "0", "0"], runs[0].stdout
+    assert runs[1].stdout.split() == ["2", "2", "2"], runs[1].stdout
+    env["OPENNEURON_COMPILE_GRAPH_CACHE"] = "0"  # the switch: traced and compiled again
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.split() == ["2", "0", "2"], (r.stdout, r.stderr[-3000:])
 
 
 def test_corrupt_cache_entry_is_rebuilt(tmp_path, monkeypatch):

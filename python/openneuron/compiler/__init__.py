@@ -1,6 +1,7 @@
 """The OpenNeuron compiler behind torch.compile(backend="neuron").
 
-    metrics()        counts of graphs, kernels, kernel-cache hits and misses,
+    metrics()        counts of graphs (loaded ones too), kernels, kernel launches,
+                     kernel-cache hits and misses,
                      compile time, extern and fallback ops
     reset_metrics()
     neuron_backend   the Dynamo backend (registered as "neuron")
@@ -8,7 +9,8 @@
 Settings (environment): OPENNEURON_COMPILE_CACHE_DIR, OPENNEURON_COMPILE_CACHE,
 OPENNEURON_COMPILE_CACHE_MAX_MB, OPENNEURON_COMPILE_STRICT,
 OPENNEURON_COMPILE_DEBUG (a folder for per-graph dumps), OPENNEURON_CXX,
-OPENNEURON_COMPILE_PRECOMPILE (warm starts skip tracing: precompile.py).
+OPENNEURON_COMPILE_GRAPH_CACHE (graphs saved in AOTAutograd's cache, on by
+default), OPENNEURON_COMPILE_PRECOMPILE (warm starts skip tracing: precompile.py).
 """
 
 from . import metrics as _metrics

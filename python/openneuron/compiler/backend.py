@@ -92,9 +92,20 @@ def _fallback(gm, name, reason):
         raise StrictCompileError(f"graph {name} cannot be compiled: {reason}")
     warnings.warn(f"openneuron: graph {name} runs through eager kernels: {reason}", CompileFallbackWarning)
     metrics.record_graph_fallback()
-    if settings().precompile:
+    if settings().saves_graphs:
         return precompile.eager_output_code(gm)
     return torch._functorch.aot_autograd.make_boxed_func(gm.forward)
+
+
+def report_fallbacks(name, fallbacks):
+    """One warning per graph naming the ops it runs through eager kernels
+    and why; in strict mode, an error."""
+    if not fallbacks:
+        return
+    ops = "; ".join(f"{f['op']} ({f['reason']})" for f in fallbacks)
+    if settings().strict:
+        raise StrictCompileError(f"graph {name}: ops not compiled: {ops}")
+    warnings.warn(f"openneuron: graph {name}: ops run through eager kernels: {ops}", CompileFallbackWarning)
 
 
 def _lift_constants(gm: torch.fx.GraphModule):
@@ -231,11 +242,7 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "forw
     except _native.CompilerUnsupported as e:
         return _fallback(original, name, str(e))
     plan["symbols"] = graph["symbols"]
-    if plan["fallbacks"]:
-        ops = "; ".join(f"{f['op']} ({f['reason']})" for f in plan["fallbacks"])
-        if s.strict:
-            raise StrictCompileError(f"graph {name}: ops not compiled: {ops}")
-        warnings.warn(f"openneuron: graph {name}: ops run through eager kernels: {ops}", CompileFallbackWarning)
+    report_fallbacks(name, plan["fallbacks"])
     device = _device_of(gm)
     labels = [(step["name"], f"{name}.{step['name']} [{step.get('summary', '')}]")
               for step in plan["steps"] if step["kind"] == "kernel"]
@@ -248,7 +255,7 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "forw
         return _fallback(original, name, str(e))
     if constants:
         fn = _with_constants(fn, constants)
-    if s.precompile:
+    if s.saves_graphs:
         fn = precompile.output_code(fn, name=name, source=source, globals_=builder.globals, graph=graph,
                                     options=options, plan=plan, handles_labels=labels, device=device,
                                     lifted=constants)
@@ -294,8 +301,8 @@ def _savable(compiler):
     return SerializableAOTDispatchCompiler(OutputCode, compiler)
 
 
-# The same, with compiled graphs AOTAutograd's bundled cache can save, for
-# Dynamo's precompile cache (precompile.py).
+# The same, with compiled graphs AOTAutograd's bundled cache can save: its
+# cache (on by default) and Dynamo's precompile cache (precompile.py) use it.
 _savable_aot_backend = aot_autograd(
     fw_compiler=_savable(_forward),
     bw_compiler=_savable(_backward),
@@ -308,9 +315,11 @@ _cache_tag = None
 
 def _run_savable(gm, example_inputs, **kwargs):
     global _cache_tag
-    precompile.enable()
     if _cache_tag is None:
         _cache_tag = precompile.cache_tag(str(op) for op in _DECOMPOSITIONS)
+    # A saved entry holds forward and backward, so the backward is compiled
+    # with the forward (AOTAutograd's bundled entries are not saved after a
+    # lazy backward compile).
     with torch._functorch.config.patch(bundled_autograd_cache=True, force_non_lazy_backward_lowering=True), \
             torch.compiler.config.patch(cache_key_tag=_cache_tag):
         return _savable_aot_backend(gm, example_inputs, **kwargs)
@@ -336,6 +345,9 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
         compile_id = torch._guards.CompileContext.current_compile_id()
         log.info("openneuron: recompiling (compile id %s) because a guard failed: %s", compile_id, reason)
         metrics.record_recompile(str(compile_id), reason)
-    if settings().precompile:
+    s = settings()
+    if s.precompile:
+        precompile.enable()
+    if s.saves_graphs:
         return _run_savable(gm, example_inputs, **kwargs)
     return _aot_backend(gm, example_inputs, **kwargs)

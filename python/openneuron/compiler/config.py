@@ -20,6 +20,15 @@ class CompileSettings:
     strict: bool
     debug_dir: str
     precompile: bool
+    graph_cache: bool
+
+    @property
+    def saves_graphs(self) -> bool:
+        """Whether compiled graphs are built savable: for AOTAutograd's cache
+        (a new process skips AOTAutograd's tracing and our compiler), off when
+        caching is off or graphs are dumped (a loaded graph dumps nothing),
+        and for the precompile cache."""
+        return self.precompile or (self.graph_cache and self.cache_enabled and not self.debug_dir)
 
 
 def settings() -> CompileSettings:
@@ -33,4 +42,5 @@ def settings() -> CompileSettings:
         strict=_flag("OPENNEURON_COMPILE_STRICT", False),
         debug_dir=os.environ.get("OPENNEURON_COMPILE_DEBUG", ""),
         precompile=_flag("OPENNEURON_COMPILE_PRECOMPILE", False),
+        graph_cache=_flag("OPENNEURON_COMPILE_GRAPH_CACHE", True),
     )

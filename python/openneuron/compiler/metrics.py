@@ -1,4 +1,5 @@
-"""Counters of the neuron compiler: graphs, kernels, kernel launches per run
+"""Counters of the neuron compiler: graphs (and those loaded from
+AOTAutograd's cache), kernels, kernel launches per run
 of the graphs (small kernels in a row share one), kernel-cache hits and
 misses, compile time, recompiles with the guard that failed. Read with
 openneuron.compiler.metrics()."""
@@ -14,10 +15,13 @@ _fallback_ops = collections.Counter()
 _recompiles = collections.deque(maxlen=100)  # (compile id, failed guard), newest last
 
 
-def record_graph(plan, seconds):
+def record_graph(plan, seconds, loaded=False):
+    """A compiled graph; `loaded`: its wrapper came from AOTAutograd's cache
+    (traced and compiled by an earlier process)."""
     stats = plan.get("stats", {})
     with _lock:
         _counts["graphs"] += 1
+        _counts["graphs_loaded"] += loaded
         _counts["kernels"] += stats.get("kernels", 0)
         _counts["kernel_launches"] += stats.get("kernel_launches", 0)
         _counts["buffers_reused"] += stats.get("buffers_reused", 0)
@@ -43,7 +47,7 @@ def record_graph_fallback():
 
 def snapshot():
     with _lock:
-        out = {k: _counts.get(k, 0) for k in ("graphs", "graphs_fallback", "kernels", "kernel_launches", "cache_hits",
+        out = {k: _counts.get(k, 0) for k in ("graphs", "graphs_fallback", "graphs_loaded", "kernels", "kernel_launches", "cache_hits",
                                                "cache_misses", "buffers_reused", "recompiles")}
         out["compile_seconds"] = _times.get("compile_seconds", 0.0)
         out["build_seconds"] = _times.get("build_seconds", 0.0)

@@ -29,7 +29,8 @@ import torch
 from torch._inductor.output_code import OutputCode
 
 from .. import _C
-from . import _native
+from . import _native, metrics
+from .config import settings
 from .wrapper import wrapper_globals
 
 
@@ -78,7 +79,9 @@ class NeuronOutputCode(OutputCode):
 
     def prepare_for_serialization(self):
         if self.error:
-            raise RuntimeError(f"openneuron: graph {self.name} cannot be saved: {self.error}")
+            from torch._functorch._aot_autograd.autograd_cache import BypassAOTAutogradCache
+
+            raise BypassAOTAutogradCache(f"openneuron: graph {self.name} cannot be saved: {self.error}")
         self.__dict__.pop("_fn", None)
 
     def post_compile(self, example_inputs, constants, graph_kwargs):
@@ -89,19 +92,27 @@ class NeuronOutputCode(OutputCode):
         pass
 
     def _load(self):
-        from .backend import _with_constants
+        """The wrapper, with its kernels from our kernel cache: the stored
+        graph is compiled again (lowering is cheap; the cache verifies the
+        library, or rebuilds it when evicted or corrupt, never loads it
+        unchecked), and warns (or, strict, raises) and counts as a compile."""
+        import time
 
-        library = self.library
-        try:
-            handles = self._handles(library)
-        except Exception:  # noqa: BLE001 -- evicted or corrupt: build it again
-            library = _native.compile_graph(self.graph, self.options)["library"]
-            handles = self._handles(library)
+        from .backend import _with_constants, report_fallbacks
+
+        t0 = time.perf_counter()
+        s = settings()
+        options = {**self.options, "cache_dir": s.cache_dir, "cache_enabled": s.cache_enabled,
+                   "cache_max_bytes": s.cache_max_bytes}
+        plan = _native.compile_graph(self.graph, options)
+        report_fallbacks(self.name, plan["fallbacks"])
+        handles = self._handles(plan.get("library", ""))
         values, lifted = pickle.loads(self.constants)
         scope = {**wrapper_globals(torch.device("neuron", self.device_index)), **values, "_k": handles}
         exec(compile(self.source, f"<openneuron {self.name}>", "exec"), scope)
         fn = scope[self.name]
         fn._boxed_call = True
+        metrics.record_graph(plan, time.perf_counter() - t0, loaded=True)
         return _with_constants(fn, lifted) if lifted else fn
 
     def _handles(self, library):
@@ -117,7 +128,7 @@ def output_code(fn, *, name, source, globals_, graph, options, plan, handles_lab
     except Exception as e:  # noqa: BLE001 -- an unpicklable constant: usable, not savable
         blob, error = b"", f"{type(e).__name__}: {e}"
     code = NeuronOutputCode(name=name, source=source, constants=blob, graph=graph, options=options,
-                            library=plan["library"], kernels=handles_labels,
+                            library=plan.get("library", ""), kernels=handles_labels,
                             device_index=device.index or 0, error=error)
     code._fn = fn
     code._boxed_call = True
