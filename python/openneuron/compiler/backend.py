@@ -301,15 +301,20 @@ def _savable(compiler):
     return SerializableAOTDispatchCompiler(OutputCode, compiler)
 
 
-# The same, with compiled graphs AOTAutograd's bundled cache can save: its
-# cache (on by default) and Dynamo's precompile cache (precompile.py) use it.
-_savable_aot_backend = aot_autograd(
-    fw_compiler=_savable(_forward),
-    bw_compiler=_savable(_backward),
-    inference_compiler=_savable(_inference),
-    decompositions=_DECOMPOSITIONS,
-    keep_inference_input_mutations=True,
-)
+def _savable_aot_backend():
+    """The same, with compiled graphs AOTAutograd's bundled cache can save:
+    its cache (on by default) and Dynamo's precompile cache (precompile.py)
+    use it. Made per compile: PyTorch 2.13's aot_autograd wraps a savable
+    backward compiler in place on every call, so a shared one nests deeper
+    with each compile until Python's recursion limit (~450 compiles)."""
+    return aot_autograd(
+        fw_compiler=_savable(_forward),
+        bw_compiler=_savable(_backward),
+        inference_compiler=_savable(_inference),
+        decompositions=_DECOMPOSITIONS,
+        keep_inference_input_mutations=True,
+    )
+
 _cache_tag = None
 
 
@@ -322,7 +327,7 @@ def _run_savable(gm, example_inputs, **kwargs):
     # lazy backward compile).
     with torch._functorch.config.patch(bundled_autograd_cache=True, force_non_lazy_backward_lowering=True), \
             torch.compiler.config.patch(cache_key_tag=_cache_tag):
-        return _savable_aot_backend(gm, example_inputs, **kwargs)
+        return _savable_aot_backend()(gm, example_inputs, **kwargs)
 
 
 def _recompile_reason():
