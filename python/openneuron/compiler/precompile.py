@@ -24,6 +24,7 @@ import itertools
 import os
 import pickle
 import random
+import time
 
 import torch
 from torch._inductor.output_code import OutputCode
@@ -96,8 +97,6 @@ class NeuronOutputCode(OutputCode):
         graph is compiled again (lowering is cheap; the cache verifies the
         library, or rebuilds it when evicted or corrupt, never loads it
         unchecked), and warns (or, strict, raises) and counts as a compile."""
-        import time
-
         from .backend import _with_constants, report_fallbacks
 
         t0 = time.perf_counter()

@@ -125,8 +125,7 @@ def free_symbols(gm: torch.fx.GraphModule):
 def _is_host_scalar(val) -> bool:
     # A SymFloat, or the 0-dim CPU tensor Dynamo makes of one
     # (torch.fx.passes._tensorify_python_scalars: `x / math.sqrt(x.shape[1])`).
-    return isinstance(val, torch.SymFloat) or (
-        isinstance(val, torch.Tensor) and val.device.type == "cpu" and val.dim() == 0 and not val.is_complex())
+    return isinstance(val, torch.SymFloat) or (isinstance(val, torch.Tensor) and _is_cpu_scalar(val))
 
 
 def _is_integral_scalar(val) -> bool:
