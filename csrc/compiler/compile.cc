@@ -65,9 +65,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // Lowering, passes, fusion and code generation of one graph.
 struct Build {
-  Build(const Json& fx, const std::set<int>& isolate, const std::set<std::string>& extern_copies,
+  Build(const Json& fx, const std::set<int>& isolate, const std::set<std::string>& forced_externs,
         const std::vector<std::string>& symbols)
-      : lowered(lower_fx_graph(fx, extern_copies)) {
+      : lowered(lower_fx_graph(fx, forced_externs)) {
     Graph& g = lowered.graph;
     stats = Json::object();
     stats.set("ir_nodes_lowered", Json::integer(static_cast<int64_t>(g.live_nodes().size())));
@@ -113,17 +113,18 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
 
   // Lowering and passes are deterministic and cheap, so a fusion conflict
   // found by code generation restarts them with that root isolated, and a
-  // store that cannot write in place with that copy_ left to an extern.
+  // store that cannot write in place, or a host value needed as a tensor,
+  // with that FX node left to an extern.
   std::set<int> isolate;
-  std::set<std::string> extern_copies;
+  std::set<std::string> forced_externs;
   std::unique_ptr<Build> built;
   while (!built) {
     try {
-      built = std::make_unique<Build>(fx, isolate, extern_copies, symbols);
+      built = std::make_unique<Build>(fx, isolate, forced_externs, symbols);
     } catch (const FusionConflict& c) {
       if (!isolate.insert(c.root).second) throw CompileError(std::string("internal: ") + c.what());
-    } catch (const StoreConflict& c) {
-      if (!extern_copies.insert(c.copy).second) throw CompileError(std::string("internal: ") + c.what());
+    } catch (const ExternNeeded& c) {
+      if (!forced_externs.insert(c.fx_name).second) throw CompileError(std::string("internal: ") + c.what());
       isolate.clear();  // node ids change with the lowering
     }
   }

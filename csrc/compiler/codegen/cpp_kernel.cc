@@ -86,7 +86,7 @@ class KernelWriter {
       head += "  " + std::string(out ? "" : "const ") + t + "* __restrict__ " + buffer_name(n) + " = (" +
               (out ? "" : "const ") + t + "*)on_buffers[" + std::to_string(i) + "];\n";
     }
-    k.source = head + body_ + "}\n";
+    k.source = head + prologue_ + body_ + "}\n";
     k.buffers = order;
     k.num_outputs = static_cast<int>(outputs_.size());
     return k;
@@ -124,7 +124,7 @@ class KernelWriter {
     // being written: all reads of an element come before its store.
     auto stored = stored_inputs_.find(n);
     if (stored != stored_inputs_.end() && stored->second.second != idx)
-      throw StoreConflict(stored->second.first->fx_name);
+      throw ExternNeeded(stored->second.first->fx_name, "store before a read of another element");
     return "static_cast<" + value_type(n) + ">(" + buffer_name(n) + "[" + index_text(idx) + "])";
   }
 
@@ -171,6 +171,7 @@ class KernelWriter {
   // The value of `n` at logical coordinates `c`, as a C++ expression (a
   // variable, memoised per scope so shared subexpressions are computed once).
   std::string emit(Node* n, const std::vector<Expr>& c) {
+    if (n->host && n->is_compute()) return host_value(n);
     std::string key = std::to_string(n->id) + "@" + join_keys(c);
     for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
       auto f = it->find(key);
@@ -196,6 +197,29 @@ class KernelWriter {
         row_cache_[key] = array;
       }
     }
+    return var;
+  }
+
+  // A value of CPU scalars only (Node::host): computed once, before the
+  // loops, into a variable every iteration reads.
+  std::string host_value(Node* n) {
+    if (auto it = host_values_.find(n->id); it != host_values_.end()) return it->second;
+    std::string loops = std::move(body_);
+    body_.clear();
+    const int indent = indent_;
+    const size_t hoist_pos = hoist_pos_;
+    indent_ = 1;
+    hoist_pos_ = std::string::npos;
+    scopes_.emplace_back();
+    std::string expr = compute(n, {});
+    std::string var = fresh();
+    line("const " + value_type(n) + " " + var + " = " + expr + ";");
+    scopes_.pop_back();
+    prologue_ += body_;
+    body_ = std::move(loops);
+    indent_ = indent;
+    hoist_pos_ = hoist_pos;
+    host_values_[n->id] = var;
     return var;
   }
 
@@ -779,6 +803,8 @@ class KernelWriter {
   std::string name_;
   std::vector<std::string> symbols_;
   std::string body_;
+  std::string prologue_;                  // host values, before the loops
+  std::map<int, std::string> host_values_;  // node id -> variable
   int indent_ = 1;
   int open_ = 0;
   int counter_ = 0;

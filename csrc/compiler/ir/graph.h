@@ -53,7 +53,9 @@ struct Node {
   // (a functionalized `input.copy_(value)`): its buffer is the input's.
   Node* store_into = nullptr;
   // Input or extern output: a CPU tensor (a scalar), which kernels read in
-  // place and nothing in the graph writes.
+  // place and nothing in the graph writes. Compute node: a value of such
+  // scalars only, which each kernel reading it computes once per launch; it
+  // never gets a buffer (the FX op runs as an extern when one is needed).
   bool host = false;
 
   // Filled by analysis.

@@ -47,8 +47,8 @@ TensorMeta tensor_meta(const Json& m) {
 
 class Lowerer {
  public:
-  Lowerer(LoweredGraph& out, const std::set<std::string>& extern_copies)
-      : out_(out), g_(out.graph), extern_copies_(extern_copies) {}
+  Lowerer(LoweredGraph& out, const std::set<std::string>& forced_externs)
+      : out_(out), g_(out.graph), forced_externs_(forced_externs) {}
 
   void run(const Json& fx) {
     for (auto& in : fx.at("inputs").items()) add_input(in);
@@ -165,6 +165,7 @@ class Lowerer {
     const std::string& target = node.at("target").as_string();
     Value v;
     try {
+      if (forced_externs_.count(name)) throw ExternByDesign("run as an extern (see ExternNeeded)");
       v = lower_op(node, target);
     } catch (const ExternByDesign&) {
       v = make_extern(node, target);
@@ -202,9 +203,7 @@ class Lowerer {
         throw CompileError("getitem on a non-tuple value");
       return tuple.items[i];
     }
-    // Work on CPU scalars (an optimizer's step counts) stays on the host;
-    // kernels read the results.
-    if (meta.at("t").as_string() == "tensor" && tensor_meta(meta).host) throw ExternByDesign("a host (CPU) value");
+    if (meta.at("t").as_string() == "tensor" && tensor_meta(meta).host) return tensor(lower_host_value(node, target));
     if (target == "aten.round.decimals") return tensor(lower_round_decimals(node));
     if (const PointwiseLowering* pw = find_pointwise(target)) return tensor(lower_pointwise(node, target, *pw));
     std::string base = target.substr(0, target.rfind('.'));
@@ -239,6 +238,27 @@ class Lowerer {
       return lower_split(node, base);
     if (Node* view = lower_view(node, base)) return tensor(view);
     throw UnsupportedError("no lowering");
+  }
+
+  // Pointwise work on CPU scalars only (an optimizer's bias corrections from
+  // its step counts): host values, computed by each kernel that reads them,
+  // once per launch. Anything else on CPU scalars runs on the host, as does
+  // a host value that turns out to be needed as a tensor (ExternNeeded).
+  Node* lower_host_value(const Json& node, const std::string& target) {
+    const PointwiseLowering* pw = find_pointwise(target);
+    if (!pw) throw ExternByDesign("a host (CPU) value");
+    const size_t first_new = g_.nodes().size();
+    Node* n = lower_pointwise(node, target, *pw);
+    const std::string& name = node.at("name").as_string();
+    for (size_t i = first_new; i < g_.nodes().size(); ++i) {
+      Node* made = g_.nodes()[i].get();
+      for (Node* in : made->inputs)
+        if (!in->host && in->kind != NodeKind::Constant && in->id < static_cast<int>(first_new))
+          throw ExternByDesign("a host (CPU) value of device operands");
+      made->host = true;
+      made->fx_name = name;
+    }
+    return n;
   }
 
   static Value tensor(Node* n) {
@@ -491,7 +511,7 @@ class Lowerer {
     const std::string& name = node.at("name").as_string();
     Node* dst = tensor_arg(node.at("args")[0]);
     Node* src = tensor_arg(node.at("args")[1]);
-    if (extern_copies_.count(name) || !dst || !src || dst->kind != NodeKind::Input || dst->host)
+    if (!dst || !src || dst->kind != NodeKind::Input || dst->host)
       throw ExternByDesign("copy into a tensor that is not a device graph input");
     if (is_complex(dst->dtype) || is_complex(src->dtype)) throw UnsupportedError("complex dtype");
     Node* n = g_.add(NodeKind::Pointwise, "identity");
@@ -876,15 +896,15 @@ class Lowerer {
 
   LoweredGraph& out_;
   Graph& g_;
-  const std::set<std::string>& extern_copies_;
+  const std::set<std::string>& forced_externs_;
   std::map<std::string, Value> values_;
 };
 
 }  // namespace
 
-LoweredGraph lower_fx_graph(const Json& fx, const std::set<std::string>& extern_copies) {
+LoweredGraph lower_fx_graph(const Json& fx, const std::set<std::string>& forced_externs) {
   LoweredGraph out;
-  Lowerer(out, extern_copies).run(fx);
+  Lowerer(out, forced_externs).run(fx);
   out.graph.compute_users();
   return out;
 }

@@ -25,9 +25,9 @@ struct LoweredGraph {
   std::vector<std::string> externs;
 };
 
-// `extern_copies`: FX names of `copy_` ops into graph inputs to run as extern
-// copies rather than as stores of a generated kernel (the scheduler found
-// that writing in place would change what another step reads).
-LoweredGraph lower_fx_graph(const Json& fx, const std::set<std::string>& extern_copies = {});
+// `forced_externs`: FX names of ops to run as extern calls although the
+// compiler could generate them (see ExternNeeded: a `copy_` into a graph
+// input that cannot write in place, a host value needed as a tensor).
+LoweredGraph lower_fx_graph(const Json& fx, const std::set<std::string>& forced_externs = {});
 
 }  // namespace openneuron::compiler

@@ -149,6 +149,8 @@ class Scheduler {
         for (Node* in : n->inputs) needs_tensor(in, false);
     materialize_shared_heavy_values();
     materialize_shared_pads();
+    for (Node* n : g_.live_nodes())
+      if (n->host && n->is_compute() && n->materialize) throw ExternNeeded(n->fx_name, "host value needed as a tensor");
   }
 
   // A padded value read by several views (a pooling window's positions) gets
@@ -180,7 +182,7 @@ class Scheduler {
   static constexpr size_t kSharedReadsThreshold = 4;
   void materialize_shared_heavy_values() {
     for (Node* n : g_.live_nodes()) {  // topological: earlier buffers shrink later cones
-      if (n->kind != NodeKind::Pointwise || n->materialize || n->users.size() < 2) continue;
+      if (n->kind != NodeKind::Pointwise || n->materialize || n->host || n->users.size() < 2) continue;
       if (cone(n).leaves.size() >= kSharedReadsThreshold) n->materialize = true;
     }
   }
@@ -337,7 +339,7 @@ class Scheduler {
     std::map<int, Node*> store_of;  // input id -> its store
     for (Node* n : g_.live_nodes()) {
       if (!n->is_store()) continue;
-      if (!store_of.emplace(n->store_into->id, n).second) throw StoreConflict(n->fx_name);
+      if (!store_of.emplace(n->store_into->id, n).second) throw ExternNeeded(n->fx_name, "second store into one input");
     }
     if (store_of.empty()) return;
     std::map<int, int> memory_of;  // extern output id -> stored input it may be a view of
@@ -362,7 +364,7 @@ class Scheduler {
         auto it = store_of.find(input);
         if (it == store_of.end()) continue;
         Node* store = it->second;
-        if (static_cast<int>(i) > s_.groups[store->group].position) throw StoreConflict(store->fx_name);
+        if (static_cast<int>(i) > s_.groups[store->group].position) throw ExternNeeded(store->fx_name, "store before a read of the old value");
         if (st.kind == Step::Kind::Extern && st.node->may_alias_inputs)
           for (Node* u : st.node->users) memory_of[u->id] = input;
       }

@@ -40,14 +40,16 @@ struct Schedule {
   int buffers_reused = 0;
 };
 
-// Thrown when a store into a graph input (Node::store_into) cannot write in
-// place: another step, or another element in its own kernel, still reads
-// the input's old value. Compilation restarts with that copy_ (FX name) run
-// as an extern copy.
-struct StoreConflict : std::runtime_error {
-  explicit StoreConflict(const std::string& copy_name)
-      : std::runtime_error("store conflict at " + copy_name), copy(copy_name) {}
-  std::string copy;
+// Thrown when an FX node lowered to generated code must be an extern call
+// after all: a store into a graph input (Node::store_into) that cannot write
+// in place (another step, or another element in its own kernel, still reads
+// the input's old value), or a host value (Node::host) needed as a tensor
+// (a graph output, an extern's argument). Compilation restarts with that
+// node run as an extern.
+struct ExternNeeded : std::runtime_error {
+  ExternNeeded(const std::string& fx_name, const std::string& why)
+      : std::runtime_error(why + " at " + fx_name), fx_name(fx_name) {}
+  std::string fx_name;
 };
 
 // Decides materialization, fuses compute nodes into kernel groups and orders

@@ -35,27 +35,53 @@ def _base_signature(base):
     return sum(not a.kwarg_only for a in args), [a.name for a in args if a.kwarg_only]
 
 
-def _decomposition(overload, base):
+def element_calls(overload):
+    """For a functional `_foreach_*` overload with an elementwise base op, a
+    function (args, kwargs) -> [(base op, args, kwargs) for each element];
+    None for the others."""
+    packet = overload.overloadpacket.__name__
+    base_name = packet[len("_foreach_"):]
+    if (not packet.startswith("_foreach_") or packet.endswith("_") or base_name in _SKIP
+            or not hasattr(aten, base_name)):
+        return None
+    base = getattr(aten, base_name)
     arguments = overload._schema.arguments
+    returns = overload._schema.returns
+    if len(returns) != 1 or not _is_list(returns[0].type, "Tensor"):
+        return None  # out= variants and the like
+    if any(a.name == "scalars" and not _is_list(a.type, "Scalar") for a in arguments):
+        return None  # scalars as a 1-D tensor: no per-element Scalar argument
     lists = [i for i, a in enumerate(arguments) if _is_list(a.type, "Tensor") or _is_list(a.type, "Scalar")]
     signature = _base_signature(base)
     if not lists or signature is None or any(arguments[i].kwarg_only for i in lists):
         return None
     positional, keyword_names = signature
 
-    def per_element(*args, **kwargs):
-        # Ops on lists of CPU tensors (an optimizer's step counts) stay one
-        # foreach call: per element they would be as many host extern calls.
-        # CPU scalars beside device tensors are kernel operands.
-        first = next((args[j] for j in lists if any(isinstance(t, torch.Tensor) for t in args[j])), [])
-        if any(isinstance(t, torch.Tensor) and t.device.type != "neuron" for t in first):
-            return NotImplemented
+    def calls(args, kwargs):
         out = []
         for i in range(len(args[lists[0]])):
             call = [a[i] if j in lists else a for j, a in enumerate(args)]
-            extra = dict(zip(keyword_names, call[positional:]))
-            out.append(base(*call[:positional], **extra, **kwargs))
+            out.append((base, tuple(call[:positional]), {**dict(zip(keyword_names, call[positional:])), **kwargs}))
         return out
+
+    calls.lists = lists
+    return calls
+
+
+def _decomposition(overload):
+    calls = element_calls(overload)
+    if calls is None:
+        return None
+
+    def per_element(*args, **kwargs):
+        # Ops on lists of CPU tensors (an optimizer's step counts) stay one
+        # foreach call here: per element they would be as many host extern
+        # calls. host_scalars.py splits those whose results feed device ops.
+        # CPU scalars beside device tensors are kernel operands.
+        first = next((args[j] for j in calls.lists if any(isinstance(t, torch.Tensor) for t in args[j])), [])
+        if any(isinstance(t, torch.Tensor) and t.device.type != "neuron" for t in first):
+            return NotImplemented
+        return [base(*a, **k) for base, a, k in calls(args, kwargs)]
 
     return per_element
 
@@ -65,19 +91,9 @@ def foreach_decompositions():
     for name in dir(aten):
         if not name.startswith("_foreach_") or name.endswith("_"):
             continue  # in-place variants never reach the compiler (functionalized)
-        base_name = name[len("_foreach_"):]
-        if base_name in _SKIP or not hasattr(aten, base_name):
-            continue
         packet = getattr(aten, name)
-        base = getattr(aten, base_name)
         for overload_name in packet.overloads():
-            overload = getattr(packet, overload_name)
-            returns = overload._schema.returns
-            if len(returns) != 1 or not _is_list(returns[0].type, "Tensor"):
-                continue  # out= variants and the like
-            if any(a.name == "scalars" and not _is_list(a.type, "Scalar") for a in overload._schema.arguments):
-                continue  # scalars as a 1-D tensor: no per-element Scalar argument
-            fn = _decomposition(overload, base)
+            fn = _decomposition(getattr(packet, overload_name))
             if fn is not None:
-                table[overload] = fn
+                table[getattr(packet, overload_name)] = fn
     return table
