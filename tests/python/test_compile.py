@@ -539,6 +539,16 @@ def test_max_pool_is_generated_with_atens_values_indices_and_gradient(k, s, p, d
     assert "aten.max_pool2d_with_indices.default" not in compiler.metrics()["extern_ops"]
 
 
+@pytest.mark.parametrize("fn", [lambda t: torch.diff(t, 0, 0), lambda t: torch.constant_pad_nd(t, [0, 0]),
+                                lambda t: torch.ops.aten.copy.default(torch.empty_like(t), t)],
+                         ids=["diff-n0", "pad-by-zeros", "functional-copy"])
+def test_ops_that_copy_return_new_storage_even_when_the_value_is_an_input(fn):
+    # As eager: a result that is no view never shares storage with an input.
+    x = torch.randn(4, dtype=torch.float64, device=DEV)
+    got = compiled(fn)(x)
+    assert got.data_ptr() != x.data_ptr() and torch.equal(got, fn(x))
+
+
 def test_constant_pad_is_generated():
     x = torch.randn(2, 3, 5, 6, device=DEV)
     with warnings.catch_warnings():

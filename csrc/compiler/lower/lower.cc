@@ -166,7 +166,13 @@ class Lowerer {
     Value v;
     try {
       if (forced_externs_.count(name)) throw ExternByDesign("run as an extern (see ExternNeeded)");
+      const int first_new = static_cast<int>(g_.nodes().size());
       v = lower_op(node, target);
+      // An op that is no view (a functional copy, a pad by zeros) returns a
+      // tensor of its own, even where its value is an existing one's.
+      if (v.tensor && v.tensor->id < first_new && target != "getitem" &&
+          !is_view_op(target.substr(0, target.rfind('.'))))
+        v.tensor = pointwise("identity", {v.tensor}, v.tensor->shape, v.tensor->dtype, compute_dtype(v.tensor->dtype));
     } catch (const ExternByDesign&) {
       v = make_extern(node, target);
     } catch (const UnsupportedError& e) {
@@ -666,13 +672,17 @@ class Lowerer {
     return {var, mean_out};
   }
 
+  static bool is_view_op(const std::string& base) {
+    static const std::set<std::string> views = {"aten.view", "aten._unsafe_view", "aten.reshape",
+                                                "aten.unsqueeze", "aten.squeeze", "aten.alias",
+                                                "aten.expand", "aten.permute", "aten.t",
+                                                "aten.transpose", "aten.slice", "aten.select",
+                                                "aten.as_strided"};
+    return views.count(base) > 0;
+  }
+
   Node* lower_view(const Json& node, const std::string& base) {
-    static const std::set<std::string> reshapes = {"aten.view", "aten._unsafe_view", "aten.reshape",
-                                                   "aten.unsqueeze", "aten.squeeze", "aten.alias",
-                                                   "aten.expand", "aten.permute", "aten.t",
-                                                   "aten.transpose", "aten.slice", "aten.select",
-                                                   "aten.as_strided"};
-    if (!reshapes.count(base)) return nullptr;
+    if (!is_view_op(base)) return nullptr;
     TensorMeta m = tensor_meta(node.at("meta"));
     Node* x = tensor_arg(node.at("args")[0]);
     if (!x) throw UnsupportedError("view of a non-tensor");
