@@ -549,6 +549,30 @@ def test_ops_that_copy_return_new_storage_even_when_the_value_is_an_input(fn):
     assert got.data_ptr() != x.data_ptr() and torch.equal(got, fn(x))
 
 
+def test_cat_is_generated_and_fuses_with_its_readers():
+    # Rotary embedding's rotate_half: slices, neg, cat and the products are
+    # one kernel; dtypes promote, empty and legacy-empty parts drop out, the
+    # sign of zero survives; a cat of many parts stays one extern copy.
+    a, b = torch.randn(2, 3, 8), torch.randn(2, 3, 8)
+    a[0, 0, 0] = -0.0
+    rotary = lambda q, c: q * c + torch.cat([-q[..., 4:], q[..., :4]], -1) * c.flip(-1)  # noqa: E731
+    for fn, args, kernels in [(rotary, (a, b), 1),
+                              (lambda x, y: torch.cat([x, y.double(), x.new_zeros(0)], 1), (a, b), 1),
+                              (lambda x, y: torch.cat([x.int(), y[:0]], 0) + 1, (a, b), 1)]:
+        torch._dynamo.reset()
+        compiler.reset_metrics()
+        got = compiled(fn)(*[t.to(DEV) for t in args])
+        want = fn(*args)
+        assert got.dtype == want.dtype and got.stride() == want.stride() and torch.equal(got.cpu(), want)
+        m = compiler.metrics()
+        assert m["kernels"] == kernels and "aten.cat.default" not in m["extern_ops"], m
+    parts = [torch.randn(2, 2) for _ in range(6)]
+    torch._dynamo.reset()
+    compiler.reset_metrics()
+    assert torch.equal(compiled(lambda *xs: torch.cat(xs))(*[p.to(DEV) for p in parts]).cpu(), torch.cat(parts))
+    assert compiler.metrics()["extern_ops"] == {"aten.cat.default": 1}
+
+
 def test_constant_pad_is_generated():
     x = torch.randn(2, 3, 5, 6, device=DEV)
     with warnings.catch_warnings():

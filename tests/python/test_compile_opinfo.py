@@ -27,7 +27,7 @@ GENERATED = [
     "nn.functional.layer_norm", "nn.functional.leaky_relu", "nn.functional.relu", "nn.functional.silu",
     "nn.functional.softplus", "pow", "prod", "reciprocal", "remainder", "round", "rsqrt", "rsub", "sigmoid",
     "sign", "sin", "sinh", "softmax", "log_softmax", "sqrt", "square", "std", "sub", "sum", "tan", "tanh",
-    "trunc", "var", "var_mean", "where", "xlogy", "t", "permute", "transpose", "expand", "reshape",
+    "trunc", "var", "var_mean", "where", "xlogy", "t", "permute", "transpose", "expand", "reshape", "cat",
 ]
 DTYPES = (torch.float32, torch.float64, torch.int64, torch.bool, torch.bfloat16)
 

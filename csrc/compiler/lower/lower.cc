@@ -240,6 +240,7 @@ class Lowerer {
     }
     if (base == "aten.arange") return tensor(lower_arange(node, target));
     if (base == "aten.constant_pad_nd") return tensor(lower_pad(node));
+    if (base == "aten.cat") return tensor(lower_cat(node));
     if (base == "aten.split_with_sizes" || base == "aten.split" || base == "aten.unbind")
       return lower_split(node, base);
     if (Node* view = lower_view(node, base)) return tensor(view);
@@ -808,6 +809,56 @@ class Lowerer {
       v->scalar_is_int = o.scalar_is_int;
     }
     return v;
+  }
+
+  // cat: each part padded into its place along the dim, the first part
+  // whose range holds the coordinate selected. Every element evaluates every
+  // part's (clamped) load, so cats of many parts stay one extern copy.
+  static constexpr size_t kMaxCatParts = 4;
+  Node* lower_cat(const Json& node) {
+    TensorMeta m = tensor_meta(node.at("meta"));
+    if (is_complex(m.dtype)) throw UnsupportedError("complex dtype");
+    const int rank = static_cast<int>(m.shape.size());
+    const Json& dim_arg = arg(node, 1, "dim");
+    int64_t dim = dim_arg.is_null() ? 0 : const_int(dim_arg);
+    if (dim < 0) dim += rank;
+    if (dim < 0 || dim >= rank) throw UnsupportedError("cat dim out of range");
+    std::vector<Node*> parts;
+    for (auto& item : node.at("args")[0].items()) {
+      Node* t = tensor_arg(item);
+      if (!t) throw ExternByDesign("cat of host tensors");
+      if (is_complex(t->dtype)) throw UnsupportedError("complex dtype");
+      // Legacy empty 1-d tensors and empty parts add nothing.
+      if ((t->rank() == 1 && t->shape[0].equals(0) && rank != 1) || t->shape[dim].equals(0)) continue;
+      if (t->rank() != rank) throw UnsupportedError("cat of tensors of different ranks");
+      parts.push_back(t);
+    }
+    if (parts.size() > kMaxCatParts) throw ExternByDesign("cat of many parts");
+    if (parts.empty()) return constant(0, true, m.dtype, m.shape);
+    std::vector<Expr> index_shape(rank - dim, Expr(1));
+    index_shape[0] = m.shape[dim];
+    Node* index = broadcast(view(pointwise("iota", {}, {m.shape[dim]}, DType::Int64, DType::Int64), "reshape",
+                                 index_shape), m.shape);
+    Node* result = nullptr;
+    Expr offset(0);
+    for (Node* t : parts) {
+      Node* placed = view(cast(t, m.dtype), "pad", m.shape);
+      placed->view_args.assign(rank, Expr(0));
+      placed->view_args[dim] = offset;
+      if (result) {
+        Operand o;
+        o.scalar_is_int = true;
+        if (offset.is_const()) o.scalar = static_cast<double>(offset.value());
+        else o.sym = offset;
+        Node* before = pointwise("lt", {index, scalar_constant(o, DType::Int64, m.shape)}, m.shape, DType::Bool,
+                                 DType::Int64);
+        result = pointwise("where", {before, result, placed}, m.shape, m.dtype, compute_dtype(m.dtype));
+      } else {
+        result = placed;
+      }
+      offset = offset + t->shape[dim];
+    }
+    return result;
   }
 
   // split/split_with_sizes/unbind: a tuple of views of the input along one
