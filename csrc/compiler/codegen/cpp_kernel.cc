@@ -210,11 +210,13 @@ class KernelWriter {
     const size_t hoist_pos = hoist_pos_;
     indent_ = 1;
     hoist_pos_ = std::string::npos;
-    scopes_.emplace_back();
+    // Nothing computed in the loops exists yet where this goes.
+    auto scopes = std::move(scopes_);
+    scopes_.assign(1, {});
     std::string expr = compute(n, {});
     std::string var = fresh();
     line("const " + value_type(n) + " " + var + " = " + expr + ";");
-    scopes_.pop_back();
+    scopes_ = std::move(scopes);
     prologue_ += body_;
     body_ = std::move(loops);
     indent_ = indent;

@@ -209,6 +209,7 @@ class Lowerer {
         throw CompileError("getitem on a non-tuple value");
       return tuple.items[i];
     }
+    if (target == "aten.copy_.default") return tensor(lower_store(node));
     if (meta.at("t").as_string() == "tensor" && tensor_meta(meta).host) return tensor(lower_host_value(node, target));
     if (target == "aten.round.decimals") return tensor(lower_round_decimals(node));
     if (const PointwiseLowering* pw = find_pointwise(target)) return tensor(lower_pointwise(node, target, *pw));
@@ -219,7 +220,6 @@ class Lowerer {
       return tensor(lower_copy(node));
     if (base == "aten.full" || base == "aten.full_like" || base == "aten.scalar_tensor")
       return tensor(lower_full(node));
-    if (target == "aten.copy_.default") return tensor(lower_store(node));
     if (target == "aten.copy.default") {  // functional copy: src cast and broadcast to self's meta
       TensorMeta m = tensor_meta(node.at("meta"));
       Node* src = tensor_arg(node.at("args")[1]);
@@ -513,12 +513,14 @@ class Lowerer {
 
   // `input.copy_(value)` on a graph input (a functionalized in-place update):
   // a store of the value, cast and broadcast, into the input's memory. The
-  // kernel that computes the value writes it there, no extra pass.
+  // kernel that computes the value writes it there, no extra pass. A CPU
+  // scalar input takes a host value (an optimizer's step count + 1): a host
+  // store, written after every kernel (see the scheduler).
   Node* lower_store(const Json& node) {
     const std::string& name = node.at("name").as_string();
     Node* dst = tensor_arg(node.at("args")[0]);
     Node* src = tensor_arg(node.at("args")[1]);
-    if (!dst || !src || dst->kind != NodeKind::Input || dst->host)
+    if (!dst || !src || dst->kind != NodeKind::Input || (dst->host && !src->host))
       throw ExternByDesign("copy into a tensor that is not a device graph input");
     if (is_complex(dst->dtype) || is_complex(src->dtype)) throw UnsupportedError("complex dtype");
     Node* n = g_.add(NodeKind::Pointwise, "identity");
@@ -527,6 +529,7 @@ class Lowerer {
     n->compute = compute_dtype(dst->dtype);
     n->shape = dst->shape;
     n->store_into = dst;
+    n->host = dst->host;
     n->fx_name = name;
     return n;
   }

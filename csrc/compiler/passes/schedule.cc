@@ -106,7 +106,14 @@ class Scheduler {
 
   Schedule run() {
     choose_materialization();
-    for (Node* n : g_.live_nodes()) place(n);
+    // Host stores (CPU scalars updated in place) come after every kernel,
+    // which may all read the old values.
+    std::vector<Node*> host_stores;
+    for (Node* n : g_.live_nodes()) {
+      if (n->is_store() && n->host) host_stores.push_back(n);
+      else place(n);
+    }
+    for (Node* n : host_stores) place(n);
     check_stores();
     plan_memory();
     return std::move(s_);
@@ -150,7 +157,8 @@ class Scheduler {
     materialize_shared_heavy_values();
     materialize_shared_pads();
     for (Node* n : g_.live_nodes())
-      if (n->host && n->is_compute() && n->materialize) throw ExternNeeded(n->fx_name, "host value needed as a tensor");
+      if (n->host && n->is_compute() && n->materialize && !n->is_store())
+        throw ExternNeeded(n->fx_name, "host value needed as a tensor");
   }
 
   // A padded value read by several views (a pooling window's positions) gets
@@ -268,7 +276,7 @@ class Scheduler {
     Cone c = cone(n);
     cones_[n->id] = c;
     KernelGroup* last = s_.groups.empty() ? nullptr : &s_.groups.back();
-    if (KernelGroup* related = n->is_store() && !isolate_.count(n->id) ? related_group(n, c) : nullptr)
+    if (KernelGroup* related = n->is_store() && !n->host && !isolate_.count(n->id) ? related_group(n, c) : nullptr)
       last = related;
     else if (!last || isolate_.count(n->id) || !fits(*last, n, c)) {
       for (Node* r : c.reduces) {

@@ -74,8 +74,8 @@ void launch_compiled_kernel(int64_t kernel, const std::vector<at::Tensor>& buffe
   }
   for (size_t i = 0; i < buffers.size(); ++i) {
     const at::Tensor& t = buffers[i];
-    // CPU scalars are read in place where the device's kernels can read host
-    // memory (the compiler passes them only as inputs).
+    // CPU scalars are read (and, for host stores, written) in place where
+    // the device's kernels can access host memory.
     bool host_scalar = k.reads_host_memory && t.device().is_cpu() && t.numel() == 1;
     TORCH_CHECK(host_scalar || (t.device().type() == kNeuron && t.device().index() == k.device),
                 "compiled kernel ", k.name, ": buffer ", i, " is on ", t.device(), ", expected neuron:",

@@ -237,7 +237,7 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "forw
     options = {"cache_dir": s.cache_dir, "cache_enabled": s.cache_enabled, "cache_max_bytes": s.cache_max_bytes,
                "debug": bool(s.debug_dir)}
     try:
-        gm, constants = _lift_constants(split_host_foreach(_reinplace_foreach_updates(_reinplace_input_updates(gm))))
+        gm, constants = _lift_constants(_reinplace_foreach_updates(split_host_foreach(_reinplace_input_updates(gm))))
         graph = graph_json(gm)
         plan = _native.compile_graph(graph, options)
     except _native.CompilerUnsupported as e:

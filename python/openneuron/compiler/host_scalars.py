@@ -4,8 +4,11 @@ steps)`, `_foreach_sub`, `_foreach_sqrt`, ...) become one op per element,
 which the compiler computes inside the kernels that read them (host values),
 instead of one host extern call per foreach op, each looping over the list.
 
-Foreach ops whose results are also needed as tensors (returned, or read by
-another host op that stays a foreach call or by an extern) stay whole."""
+Results copied back into the CPU scalars they came from (the functionalized
+`_foreach_add_(steps, 1)`) are stores the compiler writes after every kernel
+that reads the old values. Foreach ops whose results are also needed as
+tensors (returned, or read by another host op that stays a foreach call or
+by an extern) stay whole."""
 import copy
 import operator
 
@@ -42,6 +45,15 @@ def _on_device(node):
     return isinstance(val, torch.Tensor) and val.device.type == "neuron"
 
 
+def _stores_into_host_input(node, item):
+    """`copy_(x, item)` into a CPU scalar graph input x."""
+    if node.target is not torch.ops.aten.copy_.default or node.args[1] is not item:
+        return False
+    dst = node.args[0]
+    return (isinstance(dst, torch.fx.Node) and dst.op == "placeholder" and isinstance(_val(dst), torch.Tensor)
+            and _is_cpu_scalar(_val(dst)))
+
+
 def _splittable(graph):
     """The host foreach ops whose every element is read by device ops or by
     other such ops (a fixed point: dropping one can disqualify others)."""
@@ -52,7 +64,8 @@ def _splittable(graph):
         for node in list(chosen):
             items = list(node.users)
             if any(item.target is not operator.getitem for item in items) or any(
-                    u not in chosen and not _on_device(u) for item in items for u in item.users):
+                    u not in chosen and not _on_device(u) and not _stores_into_host_input(u, item)
+                    for item in items for u in item.users):
                 chosen.discard(node)
                 changed = True
     return chosen
