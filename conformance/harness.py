@@ -99,6 +99,41 @@ def _compiled(op):
     return run
 
 
+# Compiled kernels compute 16-bit floats in float32 and round once (as
+# Inductor does), where eager rounds after every op. In compile mode a 16-bit
+# result that differs from the CPU's passes when it is at least about as
+# accurate: PyTorch's own accuracy check (torch._dynamo.utils.same, which its
+# benchmark suites use) against the CPU computing the sample in float64.
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def _in_float64(sample):
+    """The sample with its 16-bit float tensors and dtype arguments in
+    float64 (leaves stay leaves)."""
+    def up(x):
+        if isinstance(x, torch.dtype):
+            return torch.float64 if x in _LOW_PRECISION else x
+        if x.dtype in _LOW_PRECISION:
+            return x.detach().double().requires_grad_(x.requires_grad)
+        return x
+    return sample.transform(up)
+
+
+def _as_accurate(n_values, c_values, r64_values):
+    """Whether the neuron values are as accurate as the CPU's, both measured
+    against the float64 reference."""
+    from torch._dynamo.utils import same
+    cpu = [v.detach().cpu() if isinstance(v, torch.Tensor) else v for v in n_values]
+    ref = [v.detach() if isinstance(v, torch.Tensor) else v for v in c_values]
+    r64 = [v.detach() if isinstance(v, torch.Tensor) else v for v in r64_values]
+    if len(cpu) != len(ref) or len(ref) != len(r64):
+        return False
+    try:
+        return bool(same(ref, cpu, fp64_ref=r64, tol=1e-3, equal_nan=True, log_error=lambda *a, **k: None))
+    except Exception:  # noqa: BLE001  (a structure same() does not compare)
+        return False
+
+
 def _dynamo_limit(exc):
     """Dynamo could not trace the op (not a compiler failure, which raises
     BackendCompilerFailed): its reason."""
@@ -586,6 +621,37 @@ class OpSampleRunner:
             check_metadata(n, c, wants_cpu)
             return META
 
+    def float64_run(self, c_sample, seed):
+        """Compile mode, 16-bit floats: the sample in float64 and the op's
+        outputs on it (CPU), or None."""
+        if not COMPILE or self.dtype not in _LOW_PRECISION:
+            return None
+        s64 = _in_float64(c_sample)
+        out, exc = _try(_call, self.op, s64, seed)
+        return None if exc is not None else (s64, out)
+
+    def as_accurate_as_cpu(self, n_out, c_out, c_sample, seed):
+        run = self.float64_run(c_sample, seed)
+        return run is not None and _as_accurate(pytree.tree_leaves(n_out), pytree.tree_leaves(c_out),
+                                                pytree.tree_leaves(run[1]))
+
+    def float64_gradients(self, c_sample, c_o, c_g, seed):
+        """The gradients `check_backward` compares, computed in float64, or None."""
+        run = self.float64_run(c_sample, seed)
+        if run is None:
+            return None
+        s64, out = run
+        try:
+            o64 = pytree.tree_leaves(s64.output_process_fn_grad(out))
+        except Exception:  # noqa: BLE001
+            return None
+        outs = [o for o, c in zip(o64, c_o) if isinstance(c, torch.Tensor) and c.requires_grad
+                and (c.is_floating_point() or c.is_complex())]
+        ins = [t for t in sample_leaves(s64) if isinstance(t, torch.Tensor) and t.requires_grad]
+        grads, exc = _try(torch.autograd.grad, outs, ins, [g.to(o.dtype) for g, o in zip(c_g, outs)],
+                          allow_unused=True)
+        return None if exc is not None else grads
+
     def cpu_nondeterminism(self, pristine, c_out, seed):
         """Why the CPU result of this sample is not a fixed value, or None."""
         if self.hint:
@@ -664,12 +730,18 @@ class OpSampleRunner:
                         check_strides(n_out, c_out)
                         rec.add(i, "forward", PASS)
                     except AssertionError as mismatch:
-                        why = self.cpu_nondeterminism(pristine, c_out, seed)
-                        if why is None:
-                            raise mismatch
-                        meta_ok = True
-                        check_metadata(n_out, c_out, wants_cpu)
-                        rec.add(i, "forward", META, f"{tag}: {why}")
+                        if self.as_accurate_as_cpu(n_out, c_out, copy_sample(pristine, "cpu", keep_grad=True), seed):
+                            check_devices(n_out, c_out, wants_cpu)
+                            check_strides(n_out, c_out)
+                            rec.add(i, "forward", PASS)
+                            rec.note("16-bit results as accurate as the CPU's against float64 (not equal)")
+                        else:
+                            why = self.cpu_nondeterminism(pristine, c_out, seed)
+                            if why is None:
+                                raise mismatch
+                            meta_ok = True
+                            check_metadata(n_out, c_out, wants_cpu)
+                            rec.add(i, "forward", META, f"{tag}: {why}")
                 except AssertionError as e:
                     rec.add(i, "forward", FAIL, f"{tag}: {e}")
 
@@ -821,7 +893,12 @@ class OpSampleRunner:
         try:
             rec.add(i, "backward", self.compare(n_grads, c_grads, meta_ok, msg="gradients differ"))
         except AssertionError as e:
-            rec.add(i, "backward", FAIL, f"{tag}: {e}")
+            g64 = self.float64_gradients(c_sample, c_o, c_g, SEED + i)
+            if g64 is not None and _as_accurate(list(n_grads), list(c_grads), list(g64)):
+                rec.add(i, "backward", PASS)
+                rec.note("16-bit gradients as accurate as the CPU's against float64 (not equal)")
+            else:
+                rec.add(i, "backward", FAIL, f"{tag}: {e}")
 
     # forward AD -------------------------------------------------------------
     def check_forward_ad(self, i, pristine, tag, seed, meta_ok):
