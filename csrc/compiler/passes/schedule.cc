@@ -347,7 +347,8 @@ class Scheduler {
     std::map<int, Node*> store_of;  // input id -> its store
     for (Node* n : g_.live_nodes()) {
       if (!n->is_store()) continue;
-      if (!store_of.emplace(n->store_into->id, n).second) throw ExternNeeded(n->fx_name, "second store into one input");
+      if (!store_of.emplace(n->store_into->id, n).second)
+        throw ExternNeeded(n->fx_name, "second store into one input");
     }
     if (store_of.empty()) return;
     std::map<int, int> memory_of;  // extern output id -> stored input it may be a view of
@@ -372,7 +373,8 @@ class Scheduler {
         auto it = store_of.find(input);
         if (it == store_of.end()) continue;
         Node* store = it->second;
-        if (static_cast<int>(i) > s_.groups[store->group].position) throw ExternNeeded(store->fx_name, "store before a read of the old value");
+        if (static_cast<int>(i) > s_.groups[store->group].position)
+          throw ExternNeeded(store->fx_name, "store before a read of the old value");
         if (st.kind == Step::Kind::Extern && st.node->may_alias_inputs)
           for (Node* u : st.node->users) memory_of[u->id] = input;
       }
