@@ -172,7 +172,8 @@ class Lowerer {
       // tensor of its own, even where its value is an existing one's.
       if (v.tensor && v.tensor->id < first_new && target != "getitem" &&
           !is_view_op(target.substr(0, target.rfind('.'))))
-        v.tensor = pointwise("identity", {v.tensor}, v.tensor->shape, v.tensor->dtype, compute_dtype(v.tensor->dtype));
+        v.tensor = pointwise("identity", {v.tensor}, v.tensor->shape, v.tensor->dtype,
+                             compute_dtype(v.tensor->dtype));
     } catch (const ExternByDesign&) {
       v = make_extern(node, target);
     } catch (const UnsupportedError& e) {

@@ -93,7 +93,8 @@ def foreach_decompositions():
             continue  # in-place variants never reach the compiler (functionalized)
         packet = getattr(aten, name)
         for overload_name in packet.overloads():
-            fn = _decomposition(getattr(packet, overload_name))
+            overload = getattr(packet, overload_name)
+            fn = _decomposition(overload)
             if fn is not None:
-                table[getattr(packet, overload_name)] = fn
+                table[overload] = fn
     return table

@@ -72,11 +72,11 @@ def _splittable(graph):
 
 
 def split_host_foreach(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    if not _splittable(gm.graph):
+    chosen = {n.name for n in _splittable(gm.graph)}
+    if not chosen:
         return gm
-    graph = copy.deepcopy(gm.graph)
-    chosen = _splittable(graph)
-    for node in [n for n in graph.nodes if n in chosen]:
+    graph = copy.deepcopy(gm.graph)  # node names are kept
+    for node in [n for n in graph.nodes if n.name in chosen]:
         calls = _host_list_op(node)(node.args, dict(node.kwargs))
         items = {item.args[1]: item for item in node.users}
         with graph.inserting_before(node):
