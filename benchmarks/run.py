@@ -19,9 +19,9 @@ process per workload and configuration (benchmarks/probe.py). Each
 configuration's first two outputs are checked against cpu eager's.
 
 Writes OUT/benchmarks.json, OUT/benchmarks.md and OUT/ratios.png; a full run
-also regenerates the README's "Benchmarks (latest run)" section (between
-<!-- benchmarks:begin/end --> markers) and copies its outputs to
-benchmarks/results/ (--no-readme / --readme to choose). --quick (< 5 min on
+(every workload and configuration) also regenerates the README's "Benchmarks
+(latest run)" section (between <!-- benchmarks:begin/end --> markers) and
+copies its outputs to benchmarks/results/ (--no-readme / --readme to choose). --quick (< 5 min on
 2 cores; what CI runs) uses small sizes and few repeats, and compiles only
 the smallest workload, reporting the others as skipped with the reason.
 """
@@ -234,7 +234,9 @@ def main(argv=None) -> int:
             if r.get("check", {}).get("status") == "mismatch":
                 sys.stderr.write(f"WARNING: {wl['name']} / {key} output differs from cpu eager: "
                                  f"{r['check'].get('detail')}\n")
-    do_readme = args.readme if args.readme is not None else not quick
+    partial = bool(args.only) or selected != set(harness.CONFIG_BY_KEY)
+    # A quick or partial run (--only, --configs) is not the full picture the README shows.
+    do_readme = args.readme if args.readme is not None else not (quick or partial)
     paths = report.render(data, args.out, readme=do_readme)
     with open(paths["benchmarks.md"]) as f:
         markdown = f.read()

@@ -1,8 +1,9 @@
 """Eager ops on neuron tensors: the host driver runs ATen's CPU kernels on
 device memory, so results, dtypes, aliasing and in-place/out= semantics must
 be exactly those of the CPU, and no data may move between host and device.
-The one kernel of its own, float32 mm/addmm with few rows, matches the CPU
-within float32 rounding (test_small_row_matmuls_*)."""
+Two matmul routes of its own match the CPU within float32 rounding instead:
+float32 mm/addmm with few rows (test_small_row_matmuls_*) and large float32
+products through oneDNN (test_large_matmuls_*)."""
 import copy
 
 import pytest
@@ -680,18 +681,79 @@ def test_small_row_matmuls_ignore_beta_zero_bias_and_thread_count():
     assert torch.equal(one, two)  # each output computed whole by one thread
 
 
-def test_small_row_linear_layers_forward_and_backward_match_cpu():
+def _onednn_calls(fn):
+    """fn's result and how many matrix products it ran through oneDNN."""
+    with torch.profiler.profile() as prof:
+        out = fn()
+    return out, sum(e.count for e in prof.key_averages() if e.key == "openneuron::onednn_matmul")
+
+
+def _major(t, major):
+    return t.contiguous() if major == "row" else t.t().contiguous().t()
+
+
+@pytest.mark.parametrize("a_major", ["row", "column"])
+@pytest.mark.parametrize("b_major", ["row", "column"])
+def test_large_matmuls_run_onednn_and_match_cpu(a_major, b_major):
+    """Large float32 products (linear layers and their backward) run through
+    oneDNN, in every row/column-major layout: the CPU's values within float32
+    rounding, about as close to float64 as the CPU's own BLAS."""
+    g = torch.Generator().manual_seed(0)
+    for m, k, n in [(512, 256, 1024), (1024, 1000, 33), (300, 64, 8000)]:
+        a = _major(torch.randn(m, k, generator=g), a_major)
+        b = _major(torch.randn(k, n, generator=g), b_major)
+        got, calls = _onednn_calls(lambda: torch.mm(a.to(DEV), b.to(DEV)))
+        assert calls == 1 and got.is_contiguous() and got.shape == (m, n)
+        exact = a.double() @ b.double()
+        cpu_error = ((a @ b).double() - exact).abs().max().item()
+        assert (got.cpu().double() - exact).abs().max().item() <= 4 * cpu_error + 1e-6
+        torch.testing.assert_close(got.cpu(), a @ b, rtol=1e-5, atol=1e-5 * k ** 0.5)
+
+
+@pytest.mark.filterwarnings("ignore:TF32 acceleration")
+def test_large_matmuls_route_by_bias_scaling_layout_and_mkldnn_switch():
+    """oneDNN takes mm and addmm with a [n] bias at beta = alpha = 1 (a
+    linear layer); other scalings, biases and strided operands, products too
+    small to repay oneDNN's setup, and torch.backends.mkldnn.enabled=False
+    take ATen's kernel and give the CPU's exact values."""
+    g = torch.Generator().manual_seed(1)
+    a, b = torch.randn(256, 512, generator=g), torch.randn(512, 384, generator=g)
+    bias, bias2d = torch.randn(384, generator=g), torch.randn(256, 384, generator=g)
+    an, bn = a.to(DEV), b.to(DEV)
+    got, calls = _onednn_calls(lambda: torch.addmm(bias.to(DEV), an, bn))
+    assert calls == 1
+    torch.testing.assert_close(got.cpu(), torch.addmm(bias, a, b), rtol=1e-5, atol=1e-4)
+    aten_routed = [
+        (lambda d: torch.addmm(bias.to(d), a.to(d), b.to(d), beta=0.5, alpha=2.0)),
+        (lambda d: torch.addmm(bias2d.to(d), a.to(d), b.to(d))),
+        (lambda d: torch.mm(a.to(d)[:, ::2], b.to(d)[::2])),   # neither row- nor column-major
+        (lambda d: torch.mm(a.to(d)[:16, :64], b.to(d)[:64, :64])),  # small
+    ]
+    for fn in aten_routed:
+        got, calls = _onednn_calls(lambda: fn(DEV))
+        assert calls == 0 and torch.equal(got.cpu(), fn("cpu"))
+    with torch.backends.mkldnn.flags(enabled=False):
+        got, calls = _onednn_calls(lambda: torch.mm(an, bn))
+    assert calls == 0 and torch.equal(got.cpu(), a @ b)
+
+
+@pytest.mark.parametrize("tokens, onednn, atol", [(2, False, 1e-5), (1024, True, 1e-4)])
+def test_linear_layers_forward_and_backward_match_cpu(tokens, onednn, atol):
+    """A decode step's few rows (small-GEMM kernel) and a batch of sequences
+    (oneDNN, for the forward and both gradients)."""
     torch.manual_seed(0)
     lin = torch.nn.Linear(256, 1000)
-    x = torch.randn(2, 1, 256, requires_grad=True)
+    x = torch.randn(tokens // 2, 2, 256, requires_grad=True)
     lin_n = copy.deepcopy(lin).to(DEV)
     x_n = x.detach().to(DEV).requires_grad_()
-    out, out_n = lin(x), lin_n(x_n)
-    torch.testing.assert_close(out_n.cpu(), out, rtol=1e-5, atol=1e-5)
+    out = lin(x)
+    out_n, calls = _onednn_calls(lambda: lin_n(x_n))
+    torch.testing.assert_close(out_n.cpu(), out, rtol=1e-5, atol=atol)
     out.square().sum().backward()
-    out_n.square().sum().backward()
-    torch.testing.assert_close(x_n.grad.cpu(), x.grad, rtol=1e-5, atol=1e-4)
-    torch.testing.assert_close(lin_n.weight.grad.cpu(), lin.weight.grad, rtol=1e-5, atol=1e-4)
+    _, backward_calls = _onednn_calls(lambda: out_n.square().sum().backward())
+    assert (calls, backward_calls) == ((1, 2) if onednn else (0, 0))
+    torch.testing.assert_close(x_n.grad.cpu(), x.grad, rtol=1e-5, atol=10 * atol)
+    torch.testing.assert_close(lin_n.weight.grad.cpu(), lin.weight.grad, rtol=1e-5, atol=10 * atol)
     with pytest.raises(RuntimeError, match="cannot be multiplied"):
         torch.mm(torch.ones(2, 3, device=DEV), torch.ones(4, 5, device=DEV))
 

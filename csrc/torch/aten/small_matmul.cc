@@ -1,8 +1,9 @@
 // mm and addmm on neuron. Products with few rows (a decode step's tokens
 // times a weight matrix: linear layers, the LM head) run the host driver's
 // small-GEMM kernel, which reads each weight element once; BLAS libraries
-// tune for many rows and take several times as long here. Every other call
-// takes the direct route to ATen's CPU kernel like any other op.
+// tune for many rows and take several times as long here. Large float32
+// products run through oneDNN (onednn_matmul.h). Every other call takes the
+// direct route to ATen's CPU kernel like any other op.
 #include "torch/aten/direct_route.h"  // first: the op headers need its includes
 
 #include <ATen/Parallel.h>
@@ -11,6 +12,7 @@
 #include <ATen/ops/mm_ops.h>
 
 #include "hal/drivers/host/kernels/small_gemm.h"
+#include "torch/aten/onednn_matmul.h"
 
 namespace openneuron::integration {
 namespace {
@@ -59,8 +61,10 @@ at::Tensor run(SmallGemmF32 g, const at::Tensor& like) {
 }
 
 at::Tensor neuron_mm(c10::DispatchKeySet keys, const at::Tensor& self, const at::Tensor& mat2) {
-  if (MmRoute::facts().direct.load(std::memory_order_relaxed))
+  if (MmRoute::facts().direct.load(std::memory_order_relaxed)) {
     if (auto g = small_product(self, mat2)) return run(*g, self);
+    if (auto out = onednn_matmul(self, mat2)) return *out;
+  }
   return MmRoute::call(keys, self, mat2);
 }
 
@@ -89,6 +93,9 @@ at::Tensor neuron_addmm(c10::DispatchKeySet keys, const at::Tensor& self,
       g->alpha = alpha.to<float>();
       return run(*g, mat1);
     }
+    // A linear layer's addmm(bias, x, w^T): oneDNN adds the bias itself.
+    if (self.dim() == 1 && beta.toDouble() == 1.0 && alpha.toDouble() == 1.0)
+      if (auto out = onednn_matmul(mat1, mat2, &self)) return *out;
   }
   return AddmmRoute::call(keys, self, mat1, mat2, beta, alpha);
 }
