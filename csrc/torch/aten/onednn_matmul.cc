@@ -1,9 +1,13 @@
 #include "torch/aten/onednn_matmul.h"
 
 #include <ATen/Context.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <ATen/ops/empty.h>
 #include <ATen/record_function.h>
+
+#include "hal/drivers/host/kernels/transpose.h"
 
 #include "torch/aten/cpu_views.h"
 #include "torch/runtime/cpu_allocation_redirect.h"
@@ -37,6 +41,20 @@ bool row_or_column_major(const at::Tensor& t) {
   return t.is_contiguous() || t.t().is_contiguous();
 }
 
+// `a` row-major: itself, or a transposed copy of a column-major `a` (oneDNN
+// would copy it with ATen's one-thread copy_, several times slower).
+at::Tensor row_major(const at::Tensor& a) {
+  if (a.is_contiguous()) return a;
+  at::Tensor out = at::empty(a.sizes(), a.options());
+  const float* src = a.const_data_ptr<float>();
+  float* dst = out.mutable_data_ptr<float>();
+  const int64_t ld = a.stride(1), cols = a.size(1);
+  at::parallel_for(0, a.size(0), hal::host::kTransposeRowGrain, [&](int64_t begin, int64_t end) {
+    hal::host::transpose_f32(src, ld, cols, dst, begin, end);
+  });
+  return out;
+}
+
 }  // namespace
 
 std::optional<at::Tensor> onednn_matmul(const at::Tensor& a, const at::Tensor& b,
@@ -56,14 +74,15 @@ std::optional<at::Tensor> onednn_matmul(const at::Tensor& a, const at::Tensor& b
 
   RECORD_FUNCTION("openneuron::onednn_matmul", c10::ArrayRef<const c10::IValue>{});  // which library ran
   const auto index = device.index();
-  CpuViews views(index);
   auto& queue = wait_current_stream(index);
+  const at::Tensor a_rows = row_major(a);
+  CpuViews views(index);
   at::Tensor cpu_out;
   {
     RedirectCpuAllocations redirect(index, &queue);  // the result is born in device memory
     torch::jit::Stack stack;
     stack.reserve(6);
-    stack.emplace_back(views.to_cpu(a));
+    stack.emplace_back(views.to_cpu(a_rows));
     stack.emplace_back(views.to_cpu(b).t());  // W = b^T: X @ W^T = a @ b
     stack.emplace_back(bias ? c10::IValue(views.to_cpu(*bias)) : c10::IValue());
     stack.emplace_back(std::string("none"));
