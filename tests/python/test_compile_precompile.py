@@ -106,3 +106,43 @@ def test_off_by_default(tmp_path):
     for _ in range(2):
         result = run(tmp_path, env)
         assert result["ok"] and result["cache"] == {}, result
+
+
+DICT_MODEL = """
+from collections import OrderedDict  # `collections` itself is no global here
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return OrderedDict(y=self.lin(x).relu())
+"""
+
+DICT_SCRIPT = """
+import json
+import torch
+from dict_model import Net
+
+torch.manual_seed(0)
+net = Net().to("neuron")
+x = torch.randn(4, 8, device="neuron")
+out = torch.compile(net, backend="neuron")(x)
+print(json.dumps({"ok": bool(torch.allclose(out["y"], net(x)["y"]))}))
+"""
+
+
+def test_saved_frame_reading_an_unsaved_module_global_is_compiled_afresh(tmp_path):
+    """Dynamo's code for returning an OrderedDict reads `collections` through
+    a global it installs but PyTorch 2.13 does not save: loading such a frame
+    would raise NameError mid-call; it is compiled afresh, with a warning."""
+    (tmp_path / "dict_model.py").write_text(DICT_MODEL)
+    env = {"OPENNEURON_COMPILE_PRECOMPILE": "1", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "torch_cache"),
+           "OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path / "kernels")}
+    for attempt in ("cold", "warm"):
+        proc = run_python(DICT_SCRIPT, env=env, script_dir=tmp_path, timeout=240)
+        assert json.loads(proc.stdout.strip().splitlines()[-1])["ok"], (attempt, proc.stderr[-2000:])
+    assert "reads globals this process lacks: ___module_collections" in proc.stderr

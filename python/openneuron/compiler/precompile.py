@@ -25,6 +25,7 @@ import os
 import pickle
 import random
 import time
+import types
 
 import torch
 from torch._inductor.output_code import OutputCode
@@ -196,7 +197,13 @@ def _compile_afresh_when_loading_fails():
 
     def install(self, backends):
         try:
-            return original(self, backends)
+            original(self, backends)
+            missing = sorted(_missing_globals(self))
+            # PyTorch 2.13 does not save every global its code reads (a module
+            # object, ``___module_collections_<id>_c<n>``): the frame would raise
+            # NameError mid-call.
+            if missing:
+                raise NameError(f"saved code reads globals this process lacks: {', '.join(missing)}")
         except Exception as e:  # noqa: BLE001 -- any failure: compile instead of load
             try:
                 self.uninstall()
@@ -208,6 +215,29 @@ def _compile_afresh_when_loading_fails():
 
     install._openneuron = True
     CompilePackage.install = install
+
+
+def _missing_globals(package):
+    """Globals the package's installed bytecode loads that its module does not
+    define (a frame run with them would raise NameError mid-call)."""
+    import builtins
+    import dis
+    import sys
+
+    from torch._dynamo.package import SerializedCode
+
+    for entry in package._codes.values():
+        scope = sys.modules[entry.python_module].__dict__
+        for guarded in entry.guarded_codes:
+            pending = [SerializedCode.to_code_object(guarded.dynamo_code)]
+            while pending:
+                code = pending.pop()
+                pending += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+                for ins in dis.get_instructions(code):
+                    if ins.opname == "LOAD_GLOBAL":
+                        name = ins.argval
+                        if name not in scope and not hasattr(builtins, name):
+                            yield name
 
 
 def _tolerate_missing_grads():
