@@ -30,6 +30,22 @@ TEST(Expr, SimplifiesToCanonicalForm) {
   EXPECT_THROW(Expr::from_json(Json::parse(R"(["sqrt", "s0"])")), UnsupportedError);
 }
 
+TEST(Expr, MergesQuotientAndRemainderOfOneDivision) {
+  // Coordinates of dims merged into one loop variable m: (m // 4, (m // 2) % 2, m % 2).
+  Expr m = Expr::symbol("m"), s0 = Expr::symbol("s0");
+  Expr inner = Expr::mod(m, 2), mid = Expr::mod(Expr::floordiv(m, 2), 2);
+  Expr outer = Expr::floordiv(Expr::floordiv(m, 2), 2);
+  EXPECT_EQ(outer * 12 + mid * 6 + inner * 3 + 5, m * 3 + 5);  // strides that span the dims
+  EXPECT_EQ(outer * 4 * s0 + mid * 2 * s0 + inner * s0, m * s0);  // symbolic strides
+  // Strides that do not span them keep the divisions (and their values).
+  Expr transposed = outer * 12 + mid + inner * 6;
+  EXPECT_NE(transposed.key().find("on_mod"), std::string::npos);
+  for (int64_t v = -9; v < 17; ++v)
+    EXPECT_EQ(transposed.evaluate({{"m", v}}),
+              (v >= 0 ? v / 4 : -((-v + 3) / 4)) * 12 + ((v >= 0 ? v / 2 : -((-v + 1) / 2)) % 2 + 2) % 2 +
+                  ((v % 2) + 2) % 2 * 6);
+}
+
 TEST(Json, RoundTripKeepsIntsAndFloatsApart) {
   Json j = Json::parse(R"({"a": 1, "b": 1.0, "c": [true, null, "x\n"], "d": -Infinity, "e": NaN})");
   EXPECT_TRUE(j.at("a").is_int());

@@ -474,6 +474,27 @@ def test_float_pow_by_a_special_exponent_is_computed_as_eager(dtype, tmp_path, m
     check(lambda x: x ** 1.7, x.abs(), atol=tol, rtol=tol * 10)
 
 
+def test_small_image_planes_share_one_loop(tmp_path, monkeypatch):
+    """Contiguous inner dims of a kernel (a 4x4 image plane, with the
+    channels around it) run as one loop, for pointwise kernels and for
+    BatchNorm's per-channel reductions over (N, H, W); a transposed or
+    strided read keeps its own loops. Values as eager, forward and backward."""
+    import re
+
+    monkeypatch.setenv("OPENNEURON_COMPILE_DEBUG", str(tmp_path / "dump"))
+    x = torch.randn(8, 16, 4, 4, device=DEV)
+    w, b = torch.randn(16, device=DEV), torch.randn(16, device=DEV)
+    bn = lambda x, w, b: F.relu(F.batch_norm(x, None, None, w, b, training=True)) * 2  # noqa: E731
+    check(bn, x, w, b, grad=True, atol=1e-5, rtol=1e-4)
+    check(lambda x: x.transpose(2, 3) * 2 + x, x)  # one read transposed: not merged
+    check(lambda x: x[:, :, ::2, ::2].exp(), x)
+    sources = "".join(f.read_text() for f in (tmp_path / "dump").rglob("kernels.cpp"))
+    merged = set(re.findall(r"for \(int64_t ([ri][0-9]+(?:_[0-9]+)+) = 0; \S+ < (\d+);", sources))
+    assert ("r2_3", "16") in merged, merged  # reduction over each row's 4x4 planes
+    assert any(v.startswith("i") and int(n) >= 64 for v, n in merged), merged  # pointwise: channels and planes
+    assert not re.search(r"on_(mod|floordiv)\([^;]*\b[ri][0-9]+_[0-9]", sources)  # no division per element
+
+
 def test_arange_and_split_are_generated_not_externs():
     x = torch.randn(4, 12, 5, device=DEV)
     with warnings.catch_warnings():

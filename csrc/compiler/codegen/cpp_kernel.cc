@@ -1,6 +1,7 @@
 #include "compiler/codegen/cpp_kernel.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -19,6 +20,10 @@ constexpr int64_t kParallelThreshold = 32768;
 // reduction, kept in L1 while the rows stream by. Wide tiles make each row's
 // read a long contiguous run; tiles narrow (down to 64) to feed every thread.
 constexpr int64_t kColumnTile = 1024;
+// Inner loops shorter than this absorb the dims around them (in loop order):
+// a 4x4 or 8x8 image plane is one loop of 16 or 64, not loops of 4 or 8 that
+// vectorise poorly and pay their bookkeeping every few elements.
+constexpr int64_t kMergeBelow = 512;
 
 std::string literal(double v, bool is_int, DType ct) {
   std::string t = compute_ctype(ct);
@@ -47,9 +52,27 @@ class KernelWriter {
   // `row_cache`: values (node@coordinates) a row-reduction kernel keeps in a
   // per-row array when first computed and reads back in later passes over the
   // row (softmax's exp), instead of recomputing them.
+  // `merge_dims`: at most this many innermost dims share one loop (merged_tail).
   KernelWriter(const KernelGroup& g, const std::string& name, const std::vector<std::string>& symbols,
-               std::set<std::string> row_cache = {})
-      : g_(g), name_(name), symbols_(symbols), cache_keys_(std::move(row_cache)) {}
+               size_t merge_dims, std::set<std::string> row_cache = {})
+      : g_(g), name_(name), symbols_(symbols), merge_dims_(merge_dims), cache_keys_(std::move(row_cache)) {}
+
+  // After run(): whether an index still divides a merged loop variable (its
+  // dims' strides do not span them: a transposed or padded read), so the
+  // merged kernel would pay a division per element.
+  bool merged_loop_divides() const {
+    for (const std::string& var : merged_vars_)
+      for (const char* op : {"on_floordiv(", "on_mod("})
+        for (size_t at = body_.find(op); at != std::string::npos; at = body_.find(op, at + 1)) {
+          size_t depth = 0, end = at + std::string(op).size() - 1;
+          do {
+            if (body_[end] == '(') ++depth;
+            else if (body_[end] == ')') --depth;
+          } while (depth > 0 && ++end < body_.size());
+          if (mentions(body_.substr(at, end - at), var)) return true;
+        }
+    return false;
+  }
 
   // After run(): costly values that more than one pass over a row computed.
   std::set<std::string> recomputed_costly_values() const {
@@ -403,20 +426,68 @@ class KernelWriter {
     }
   }
 
-  // The loop nest of a pointwise kernel: all dims but the last flattened
-  // into one parallel outer loop, the last one the inner, vectorised loop.
-  // Returns the coordinate variable of every dim.
+  // The trailing dims of `dims` (outermost first) that share the innermost
+  // loop: up to merge_dims_ of them, while the loop is shorter than
+  // kMergeBelow and every size is known.
+  std::vector<int64_t> merged_tail(const std::vector<int64_t>& dims) const {
+    std::vector<int64_t> group = {dims.back()};
+    if (!g_.shape[dims.back()].is_const()) return group;
+    int64_t extent = g_.shape[dims.back()].value();
+    while (group.size() < std::min(dims.size(), merge_dims_)) {
+      int64_t d = dims[dims.size() - 1 - group.size()];
+      if (!g_.shape[d].is_const() || extent >= kMergeBelow) break;
+      extent *= g_.shape[d].value();
+      group.insert(group.begin(), d);
+    }
+    return group;
+  }
+
+  // The loop variable over `group`'s dims, and each dim's coordinate in it
+  // (quotients and remainders, which indices whose strides span the dims
+  // fold back into the variable: see Expr's operator+).
+  std::string open_merged(const std::string& prefix, const std::vector<int64_t>& group, std::vector<Expr>& coord) {
+    std::string var = prefix;
+    for (size_t j = 0; j < group.size(); ++j) {
+      if (j) var += '_';
+      var += std::to_string(group[j]);
+    }
+    if (group.size() > 1) merged_vars_.push_back(var);
+    Expr x = Expr::symbol(var);
+    for (size_t j = group.size() - 1; j > 0; --j) {
+      coord[group[j]] = Expr::mod(x, g_.shape[group[j]]);
+      x = Expr::floordiv(x, g_.shape[group[j]]);
+    }
+    coord[group[0]] = x;
+    return var;
+  }
+
+  Expr extent(const std::vector<int64_t>& dims) const {
+    Expr n(1);
+    for (int64_t d : dims) n = n * g_.shape[d];
+    return n;
+  }
+
+  static bool mentions(const std::string& text, const std::string& var) {
+    auto is_name = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; };
+    for (size_t at = text.find(var); at != std::string::npos; at = text.find(var, at + 1))
+      if ((at == 0 || !is_name(text[at - 1])) && (at + var.size() >= text.size() || !is_name(text[at + var.size()])))
+        return true;
+    return false;
+  }
+
+  // The loop nest of a pointwise kernel: all dims but the innermost
+  // (merged_tail) flattened into one parallel outer loop, the innermost one
+  // the vectorised loop. Returns the coordinate of every dim.
   std::vector<Expr> open_loops() {
     const std::vector<Expr>& shape = g_.shape;
     std::vector<Expr> coord(shape.size(), Expr(0));
     if (shape.empty()) return coord;
     std::vector<int64_t> order = loop_order();
-    std::vector<int64_t> outer(order.begin(), order.end() - 1);
-    int64_t inner = order.back();
+    std::vector<int64_t> inner = merged_tail(order);
+    std::vector<int64_t> outer(order.begin(), order.end() - static_cast<std::ptrdiff_t>(inner.size()));
     if (!outer.empty()) {
-      Expr count(1);
-      for (int64_t d : outer) count = count * shape[d];
-      parallel_pragma(count * shape[inner]);
+      Expr count = extent(outer);
+      parallel_pragma(count * extent(inner));
       line("for (int64_t io = 0; io < " + count.cpp() + "; ++io) {");
       ++indent_;
       ++open_;
@@ -424,13 +495,12 @@ class KernelWriter {
       begin_hoisting(coord);
       line("#pragma omp simd");
     } else {
-      parallel_pragma(shape[inner]);
+      parallel_pragma(extent(inner));
     }
-    std::string var = "i" + std::to_string(inner);
-    line("for (int64_t " + var + " = 0; " + var + " < " + shape[inner].cpp() + "; ++" + var + ") {");
+    std::string var = open_merged("i", inner, coord);
+    line("for (int64_t " + var + " = 0; " + var + " < " + extent(inner).cpp() + "; ++" + var + ") {");
     ++indent_;
     ++open_;
-    coord[inner] = Expr::symbol(var);
     return coord;
   }
 
@@ -548,12 +618,21 @@ class KernelWriter {
   // arrays; only for rows of known, modest length.
   void plan_row_cache(const std::vector<int64_t>& reduced) {
     int64_t len = 1;
-    Expr flat(0);
     for (int64_t d : reduced) {
       if (!g_.shape[d].is_const()) return;
       len *= g_.shape[d].value();
-      flat = flat * g_.shape[d] + Expr::symbol("r" + std::to_string(d));
     }
+    // The coordinates the row loops give (written to a scratch body).
+    std::vector<Expr> c;
+    std::string body = std::move(body_);
+    const int indent = indent_;
+    const size_t merged = merged_vars_.size();
+    open_row_loops(std::vector<Expr>(g_.shape.size(), Expr(0)), reduced, c, "");
+    body_ = std::move(body);
+    indent_ = indent;
+    merged_vars_.resize(merged);
+    Expr flat(0);
+    for (int64_t d : reduced) flat = flat * g_.shape[d] + c[d];
     if (len > kRowCacheMax) return;
     row_len_ = len;
     row_flat_ = flat.cpp();
@@ -582,20 +661,28 @@ class KernelWriter {
     return false;
   }
 
+  // The loops over a row's reduced dims: one per dim, the innermost ones
+  // merged (merged_tail); `c` gets the row's coordinates.
   void open_row_loops(const std::vector<Expr>& row, const std::vector<int64_t>& reduced, std::vector<Expr>& c,
                       const std::string& pragma) {
     c = row;
-    for (size_t j = 0; j < reduced.size(); ++j) {
+    if (reduced.empty()) return;
+    std::vector<int64_t> inner = merged_tail(reduced);
+    for (size_t j = 0; j + inner.size() < reduced.size(); ++j) {
       int64_t d = reduced[j];
       std::string var = "r" + std::to_string(d);
-      if (j + 1 == reduced.size() && !pragma.empty()) line(pragma);
       line("for (int64_t " + var + " = 0; " + var + " < " + g_.shape[d].cpp() + "; ++" + var + ") {");
       ++indent_;
       c[d] = Expr::symbol(var);
     }
+    if (!pragma.empty()) line(pragma);
+    std::string var = open_merged("r", inner, c);
+    line("for (int64_t " + var + " = 0; " + var + " < " + extent(inner).cpp() + "; ++" + var + ") {");
+    ++indent_;
   }
   void close_row_loops(const std::vector<int64_t>& reduced) {
-    for (size_t j = 0; j < reduced.size(); ++j) {
+    const size_t loops = reduced.empty() ? 0 : reduced.size() - merged_tail(reduced).size() + 1;
+    for (size_t j = 0; j < loops; ++j) {
       --indent_;
       line("}");
     }
@@ -804,6 +891,8 @@ class KernelWriter {
   const KernelGroup& g_;
   std::string name_;
   std::vector<std::string> symbols_;
+  size_t merge_dims_;
+  std::vector<std::string> merged_vars_;  // loop variables over merged dims
   std::string body_;
   std::string prologue_;                  // host values, before the loops
   std::map<int, std::string> host_values_;  // node id -> variable
@@ -835,11 +924,22 @@ class KernelWriter {
 
 GeneratedKernel generate_kernel(const KernelGroup& group, const std::string& name,
                                 const std::vector<std::string>& symbols) {
-  KernelWriter first(group, name, symbols);
-  GeneratedKernel k = first.run();
-  std::set<std::string> keep = first.recomputed_costly_values();
-  if (keep.empty()) return k;
-  return KernelWriter(group, name, symbols, std::move(keep)).run();
+  auto write = [&](size_t merge_dims) {
+    KernelWriter first(group, name, symbols, merge_dims);
+    GeneratedKernel k = first.run();
+    std::set<std::string> keep = first.recomputed_costly_values();
+    if (keep.empty()) return std::make_pair(k, first.merged_loop_divides());
+    KernelWriter second(group, name, symbols, merge_dims, std::move(keep));
+    k = second.run();
+    return std::make_pair(k, second.merged_loop_divides());
+  };
+  // The most innermost dims one loop can take without a division per
+  // element (a dim whose stride does not span the ones inside it stops it).
+  for (size_t dims = group.shape.size(); dims > 1; --dims) {
+    auto [k, divides] = write(dims);
+    if (!divides) return k;
+  }
+  return write(1).first;
 }
 
 }  // namespace openneuron::compiler

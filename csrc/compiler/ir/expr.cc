@@ -1,6 +1,8 @@
 #include "compiler/ir/expr.h"
 
 #include <algorithm>
+#include <map>
+#include <optional>
 
 #include "compiler/ir/errors.h"
 #include "compiler/ir/json.h"
@@ -133,6 +135,40 @@ Expr operator*(const Expr& a, const Expr& b) {
   return Expr::make(Expr::Kind::Mul, std::move(ops));
 }
 
+using LikeTerms = std::map<std::string, std::pair<int64_t, std::vector<Expr>>>;
+
+static std::string factors_key(const std::vector<Expr>& f) {
+  std::string k;
+  for (auto& x : f) k += x.key() + "*";
+  return k;
+}
+
+// c*F*S*(x // S) + c*F*(x % S) == c*F*x, exactly (x % S is x - (x // S) * S):
+// a loop over dims merged into one variable x indexes a tensor whose strides
+// span them with c*F*x, no division left. The sum of `like` and `constant`
+// with one such pair merged, or nullopt when it has none.
+static std::optional<Expr> merge_division_pair(const LikeTerms& like, int64_t constant) {
+  for (auto& [mod_key, mod_term] : like) {
+    const auto& [c, factors] = mod_term;
+    if (c == 0) continue;
+    for (size_t i = 0; i < factors.size(); ++i) {
+      if (factors[i].kind() != Expr::Kind::Mod) continue;
+      const Expr& x = factors[i].operands()[0];
+      const Expr& divisor = factors[i].operands()[1];
+      std::vector<Expr> rest = factors;
+      rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(i));
+      auto [qc, qf] = split_term(Expr(c) * product(rest) * divisor * Expr::floordiv(x, divisor));
+      auto quotient = like.find(factors_key(qf));
+      if (quotient == like.end() || quotient->second.first != qc) continue;
+      Expr sum(constant);
+      for (auto& [k, cf] : like)
+        if (k != mod_key && k != quotient->first) sum = sum + Expr(cf.first) * product(cf.second);
+      return sum + Expr(c) * product(rest) * x;
+    }
+  }
+  return std::nullopt;
+}
+
 Expr operator+(const Expr& a, const Expr& b) {
   if (a.is_const() && b.is_const()) return Expr(a.value() + b.value());
   if (a.equals(0)) return b;
@@ -143,17 +179,17 @@ Expr operator+(const Expr& a, const Expr& b) {
     else terms.push_back(*e);
   }
   // Combine like terms: key of the symbolic part -> coefficient.
-  std::map<std::string, std::pair<int64_t, std::vector<Expr>>> like;
+  LikeTerms like;
   int64_t constant = 0;
   for (auto& t : terms) {
     auto [c, f] = split_term(t);
     if (f.empty()) { constant += c; continue; }
-    std::string k;
-    for (auto& x : f) k += x.key() + "*";
+    std::string k = factors_key(f);
     auto it = like.find(k);
     if (it == like.end()) like.emplace(k, std::make_pair(c, f));
     else it->second.first += c;
   }
+  if (auto merged = merge_division_pair(like, constant)) return *merged;
   std::vector<Expr> ops;
   for (auto& [k, cf] : like) {
     if (cf.first == 0) continue;
