@@ -230,4 +230,5 @@ def test_synchronize_device():
     N.synchronize("neuron:1")
     N.synchronize()
     torch.accelerator.synchronize(1)
-    torch.testing.assert_close(y.cpu(), x.cpu() @ x.cpu())
+    # oneDNN's product (README): the CPU's values within float32 rounding.
+    torch.testing.assert_close(y.cpu(), x.cpu() @ x.cpu(), rtol=1e-5, atol=1e-4)
