@@ -431,11 +431,12 @@ class KernelWriter {
   // kMergeBelow and every size is known.
   std::vector<int64_t> merged_tail(const std::vector<int64_t>& dims) const {
     std::vector<int64_t> group = {dims.back()};
-    if (!g_.shape[dims.back()].is_const()) return group;
+    // An empty dim (size 0) has no elements to merge and would be a divisor.
+    if (!g_.shape[dims.back()].is_const() || g_.shape[dims.back()].value() < 1) return group;
     int64_t extent = g_.shape[dims.back()].value();
     while (group.size() < std::min(dims.size(), merge_dims_)) {
       int64_t d = dims[dims.size() - 1 - group.size()];
-      if (!g_.shape[d].is_const() || extent >= kMergeBelow) break;
+      if (!g_.shape[d].is_const() || g_.shape[d].value() < 1 || extent >= kMergeBelow) break;
       extent *= g_.shape[d].value();
       group.insert(group.begin(), d);
     }
