@@ -30,11 +30,6 @@ const c10::OperatorHandle* linear_op() {
   return op && op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ? &*op : nullptr;
 }
 
-bool float_matrix_on(const at::Tensor& t, c10::Device device) {
-  return t.defined() && t.device() == device && t.layout() == at::kStrided &&
-         t.scalar_type() == at::kFloat && t.dim() == 2;
-}
-
 // oneDNN reads row- and column-major operands in place; other strides would
 // make it (or us) copy first.
 bool row_or_column_major(const at::Tensor& t) {
@@ -57,10 +52,15 @@ at::Tensor row_major(const at::Tensor& a) {
 
 }  // namespace
 
+bool plain_float_matrix(const at::Tensor& t, c10::Device device) {
+  return t.defined() && t.device() == device && t.layout() == at::kStrided &&
+         t.scalar_type() == at::kFloat && t.dim() == 2;
+}
+
 std::optional<at::Tensor> onednn_matmul(const at::Tensor& a, const at::Tensor& b,
                                         const at::Tensor* bias) {
   const c10::Device device = a.device();
-  if (device.type() != kNeuron || !float_matrix_on(a, device) || !float_matrix_on(b, device))
+  if (device.type() != kNeuron || !plain_float_matrix(a, device) || !plain_float_matrix(b, device))
     return std::nullopt;
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
   if (b.size(0) != k || m * n * k < kMinMultiplyAdds) return std::nullopt;

@@ -11,6 +11,9 @@
 
 namespace openneuron::integration {
 
+// A float32 matrix (2-D, strided) on `device`: what both matmul routes take.
+bool plain_float_matrix(const at::Tensor& t, c10::Device device);
+
 // a @ b (+ bias, a 1-D [n] tensor, when given), or nullopt when oneDNN does
 // not apply: not float32 matrices on one neuron device, an operand neither
 // row- nor column-major, too little work to repay oneDNN's per-call setup,

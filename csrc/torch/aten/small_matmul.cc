@@ -21,11 +21,6 @@ using hal::host::SmallGemmF32;
 using MmRoute = direct::Kernel<at::_ops::mm, at::_ops::mm::schema>;
 using AddmmRoute = direct::Kernel<at::_ops::addmm, at::_ops::addmm::schema>;
 
-bool plain_float_matrix(const at::Tensor& t, c10::Device device) {
-  return t.defined() && t.device() == device && t.layout() == at::kStrided &&
-         t.scalar_type() == at::kFloat && t.dim() == 2;
-}
-
 // The product a @ b as the kernel takes it, when the kernel applies. A
 // dimension of size 1 gets stride 1 (its stride is arbitrary).
 std::optional<SmallGemmF32> small_product(const at::Tensor& a, const at::Tensor& b) {
