@@ -354,6 +354,30 @@ def test_new_process_loads_forward_and_backward_from_aotautograds_cache(tmp_path
     assert r.returncode == 0 and r.stdout.split() == ["2", "0", "2"], (r.stdout, r.stderr[-3000:])
 
 
+def test_graph_cache_key_needs_no_inductor_code_generators(tmp_path):
+    # Neither compiling nor loading a neuron graph imports Inductor's code
+    # generators (~0.7 s of every warm start), and the key is the same in a
+    # process that has registered them (one that also used Inductor): a hit.
+    code = (
+        "import sys, torch, openneuron.compiler as c\n"
+        "if sys.argv[1] == 'inductor_first':\n"
+        "    from torch._inductor.codegen.common import init_backend_registration\n"
+        "    init_backend_registration()\n"
+        "x = torch.randn(4, 8, device='neuron')\n"
+        "y = torch.compile(lambda x: (x * 2).softmax(-1), backend='neuron')(x)\n"
+        "assert torch.allclose(y, (x * 2).softmax(-1))\n"
+        "print(c.metrics()['graphs_loaded'], 'torch._inductor.codegen.cpp' in sys.modules)\n"
+    )
+    env = dict(os.environ, OPENNEURON_COMPILE_CACHE_DIR=str(tmp_path / "kernels"),
+               TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "torch"))
+    outputs = []
+    for mode in ("plain", "plain", "inductor_first"):
+        r = subprocess.run([sys.executable, "-c", code, mode], env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        outputs.append(r.stdout.split())
+    assert outputs == [["0", "False"], ["1", "False"], ["1", "True"]], outputs
+
+
 def test_corrupt_cache_entry_is_rebuilt(tmp_path, monkeypatch):
     f = lambda x: (x + 1).exp()  # noqa: E731
     x = torch.randn(5, device=DEV)

@@ -18,6 +18,7 @@ from torch._dynamo.backends.common import aot_autograd
 
 from .. import _C
 from . import _native, metrics, precompile
+from .graph_cache_key import without_inductor_backends
 from .config import settings
 from .foreach import foreach_decompositions
 from .host_scalars import split_host_foreach
@@ -354,6 +355,7 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     s = settings()
     if s.precompile:
         precompile.enable()
-    if s.saves_graphs:
-        return _run_savable(gm, example_inputs, **kwargs)
-    return _aot_backend(gm, example_inputs, **kwargs)
+    with without_inductor_backends():
+        if s.saves_graphs:
+            return _run_savable(gm, example_inputs, **kwargs)
+        return _aot_backend(gm, example_inputs, **kwargs)
