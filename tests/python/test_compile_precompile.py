@@ -123,25 +123,53 @@ class Net(torch.nn.Module):
 """
 
 DICT_SCRIPT = """
-import json
+import json, os
 import torch
+from torch._dynamo.utils import counters
 from dict_model import Net
+
+if os.environ.get("UNSAVED_MODULE_GLOBALS"):  # as PyTorch 2.13 alone
+    from torch._dynamo.codegen import PyCodegen
+    from openneuron.compiler import precompile
+
+    precompile.enable()
+    PyCodegen.create_load_python_module = PyCodegen.create_load_python_module.__wrapped__
 
 torch.manual_seed(0)
 net = Net().to("neuron")
 x = torch.randn(4, 8, device="neuron")
 out = torch.compile(net, backend="neuron")(x)
-print(json.dumps({"ok": bool(torch.allclose(out["y"], net(x)["y"]))}))
+print(json.dumps({"ok": bool(torch.allclose(out["y"], net(x)["y"])), "cache": dict(counters["dynamo_cache"]),
+                  "traced_graphs": counters["stats"].get("unique_graphs", 0)}))
 """
 
 
-def test_saved_frame_reading_an_unsaved_module_global_is_compiled_afresh(tmp_path):
+def test_saved_frame_reading_a_module_global_loads(tmp_path):
     """Dynamo's code for returning an OrderedDict reads `collections` through
-    a global it installs but PyTorch 2.13 does not save: loading such a frame
-    would raise NameError mid-call; it is compiled afresh, with a warning."""
+    a global it installs and PyTorch 2.13 does not save; we save it as an
+    import source, so the second process loads the frame instead of tracing
+    it (before: NameError mid-call, then a fallback to compiling afresh)."""
     (tmp_path / "dict_model.py").write_text(DICT_MODEL)
     env = {"OPENNEURON_COMPILE_PRECOMPILE": "1", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "torch_cache"),
            "OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path / "kernels")}
+    results = {}
+    for attempt in ("cold", "warm"):
+        proc = run_python(DICT_SCRIPT, env=env, script_dir=tmp_path, timeout=240)
+        results[attempt] = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert results[attempt]["ok"], (attempt, proc.stderr[-2000:])
+    assert "could not be loaded" not in proc.stderr, proc.stderr[-2000:]
+    assert results["cold"]["cache"].get("dynamo_cache_miss") == 1, results
+    assert results["warm"]["cache"].get("dynamo_cache_hit") == 1, results
+    assert results["warm"]["traced_graphs"] == 0, results
+
+
+def test_saved_frame_missing_a_global_is_compiled_afresh(tmp_path):
+    """A saved frame whose code reads a global this process lacks (here: the
+    module-global record is switched off, as in PyTorch 2.13 itself) is not
+    loaded to fail mid-call; it is compiled afresh, with a warning."""
+    (tmp_path / "dict_model.py").write_text(DICT_MODEL)
+    env = {"OPENNEURON_COMPILE_PRECOMPILE": "1", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "torch_cache"),
+           "OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path / "kernels"), "UNSAVED_MODULE_GLOBALS": "1"}
     for attempt in ("cold", "warm"):
         proc = run_python(DICT_SCRIPT, env=env, script_dir=tmp_path, timeout=240)
         assert json.loads(proc.stdout.strip().splitlines()[-1])["ok"], (attempt, proc.stderr[-2000:])

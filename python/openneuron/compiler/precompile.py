@@ -18,12 +18,14 @@ graph, never loaded half-way.
 
 import atexit
 import dataclasses
+import functools
 import hashlib
 import io
 import itertools
 import os
 import pickle
 import random
+import sys
 import time
 import types
 
@@ -179,6 +181,7 @@ def enable():
     # ("Name '__builtins_dict___0' already exists"); start elsewhere.
     bytecode._unique_id_counter = itertools.count(random.randrange(1 << 40))
     _tolerate_missing_grads()
+    _save_module_globals()
     _compile_afresh_when_loading_fails()
     atexit.register(_save)
 
@@ -217,12 +220,40 @@ def _compile_afresh_when_loading_fails():
     CompilePackage.install = install
 
 
+def _save_module_globals():
+    """PyTorch 2.13's compiled code reads a module it has no global name for
+    (``collections``, to build the OrderedDict every transformers ModelOutput
+    is) through a global it installs, ``___module_<last name part>_<id>_c<n>``,
+    but does not save it with the frame. Record it as one of the frame's
+    import sources, which are saved and imported again, by the module's full
+    name, before the frame is installed."""
+    from torch._dynamo.codegen import PyCodegen
+
+    original = PyCodegen.create_load_python_module
+    if getattr(original, "_openneuron", False):
+        return
+
+    @functools.wraps(original)
+    def create_load_python_module(self, mod):
+        instruction = original(self, mod)
+        name = instruction.argval
+        output = self.tx.output
+        if name.startswith("___module_") and sys.modules.get(mod.__name__) is mod:
+            output.import_sources[name] = mod.__name__
+            package = getattr(output.root_tx, "package", None)
+            if package is not None:
+                package.add_import_source(name, mod.__name__)
+        return instruction
+
+    create_load_python_module._openneuron = True
+    PyCodegen.create_load_python_module = create_load_python_module
+
+
 def _missing_globals(package):
     """Globals the package's installed bytecode loads that its module does not
     define (a frame run with them would raise NameError mid-call)."""
     import builtins
     import dis
-    import sys
 
     from torch._dynamo.package import SerializedCode
 
