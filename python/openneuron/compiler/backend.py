@@ -17,7 +17,7 @@ from torch._decomp import core_aten_decompositions, get_decompositions
 from torch._dynamo.backends.common import aot_autograd
 
 from .. import _C
-from . import _native, metrics, precompile
+from . import _native, metrics, precompile, torch_source_key
 from .graph_cache_key import without_inductor_backends
 from .config import settings
 from .foreach import foreach_decompositions
@@ -357,5 +357,7 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
         precompile.enable()
     with without_inductor_backends():
         if s.saves_graphs:
+            if s.cache_enabled:
+                torch_source_key.prime(s.cache_dir)
             return _run_savable(gm, example_inputs, **kwargs)
         return _aot_backend(gm, example_inputs, **kwargs)
