@@ -71,6 +71,12 @@ const Toolchain& toolchain() {
     std::string v = run_capture(t.cxx + " --version 2>&1", &status);
     if (status != 0) throw CompileError("the C++ compiler '" + t.cxx + "' does not run (set OPENNEURON_CXX)");
     t.version = v.substr(0, v.find('\n'));
+    // GCC does not trust restrict on pointers loaded from the buffer array
+    // (nor inside OpenMP regions), so it vectorises a loop only behind
+    // runtime overlap checks, and gives up past 10 of them: a kernel with 3
+    // outputs and 5 inputs (an AdamW update) ran scalar. The checks are
+    // cheap next to a scalar loop; clang has no such limit to raise.
+    if (t.version.find("clang") == std::string::npos) t.flags += " --param=vect-max-version-for-alias-checks=64";
     t.cpu_features = cpu_features();
     return t;
   }();

@@ -5,6 +5,9 @@ shapes, the persistent kernel cache, the failure policy and debug dumps."""
 import json
 import math
 import os
+import platform
+import re
+import shutil
 import subprocess
 import sys
 import warnings
@@ -517,6 +520,33 @@ def test_small_image_planes_share_one_loop(tmp_path, monkeypatch):
     assert ("r2_3", "16") in merged, merged  # reduction over each row's 4x4 planes
     assert any(v.startswith("i") and int(n) >= 64 for v, n in merged), merged  # pointwise: channels and planes
     assert not re.search(r"on_(mod|floordiv)\([^;]*\b[ri][0-9]+_[0-9]", sources)  # no division per element
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64" or not shutil.which("objdump"), reason="reads x86 code")
+def test_kernel_with_many_buffers_is_vectorised(tmp_path, monkeypatch):
+    """An Adam update (in place: 4 tensors and a CPU step count read, 3
+    tensors and the count written) is one vectorised kernel: GCC needs a
+    runtime overlap check per pair of buffers and by default gives up past 10
+    of them, which left such kernels scalar. Values as eager."""
+    monkeypatch.setenv("OPENNEURON_COMPILE_DEBUG", str(tmp_path / "dump"))
+
+    def adam(p, g, m, v, step):
+        step += 1
+        m.lerp_(g, 0.1)
+        v.mul_(0.999).addcmul_(g, g, value=0.001)
+        p.mul_(0.99999).addcdiv_(m, (v.sqrt() / (1 - 0.999 ** step).sqrt()).add_(1e-8),
+                                 value=-0.001 / (1 - 0.9 ** step))
+
+    state = [torch.randn(4096, device=DEV) for _ in range(3)] + [torch.rand(4096, device=DEV), torch.tensor(3.0)]
+    expected = [t.clone() for t in state]
+    adam(*expected)
+    compiled(adam)(*state)
+    for got, want in zip(state, expected):
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    (plan,) = (tmp_path / "dump").rglob("plan.json")
+    code = subprocess.run(["objdump", "-d", "--no-show-raw-insn", json.loads(plan.read_text())["library"]],
+                          capture_output=True, text=True, check=True).stdout
+    assert re.search(r"\bv?divps\b", code), "the update's divisions are scalar"
 
 
 def test_arange_and_split_are_generated_not_externs():
