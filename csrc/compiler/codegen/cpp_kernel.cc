@@ -401,10 +401,13 @@ class KernelWriter {
     line(buffer_name(root) + "[" + index_text(idx) + "] = static_cast<" + st + ">(" + value + ");");
   }
 
-  // An OpenMP parallel loop, threaded only when `work` elements justify it.
-  void parallel_pragma(const Expr& work) {
-    line("#pragma omp parallel for num_threads(on_threads) if((" + work.cpp() + ") > " +
-         std::to_string(kParallelThreshold) + ") schedule(static)");
+  // An OpenMP parallel loop, threaded only when `work` elements justify it;
+  // `simd` when it is also the innermost loop, vectorised as the inner loops
+  // of other nests are (without it GCC needs a runtime overlap check per
+  // pair of buffers, and gives up when there are many).
+  void parallel_pragma(const Expr& work, bool simd = false) {
+    line(std::string("#pragma omp parallel for") + (simd ? " simd" : "") + " num_threads(on_threads) if(parallel: (" +
+         work.cpp() + ") > " + std::to_string(kParallelThreshold) + ") schedule(static)");
   }
 
   // Inside a loop over the flattened `dims`, with flat index `flat`: one
@@ -496,7 +499,7 @@ class KernelWriter {
       begin_hoisting(coord);
       line("#pragma omp simd");
     } else {
-      parallel_pragma(extent(inner));
+      parallel_pragma(extent(inner), /*simd=*/true);
     }
     std::string var = open_merged("i", inner, coord);
     line("for (int64_t " + var + " = 0; " + var + " < " + extent(inner).cpp() + "; ++" + var + ") {");
