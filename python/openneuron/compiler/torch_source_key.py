@@ -3,7 +3,7 @@
 Every AOTAutograd cache key (ours too) includes `torch_key()`: a SHA-256 over
 the source of every module of the installed torch package, which PyTorch
 2.13 recomputes by reading and hashing ~2,000 files in each new process
-(~0.19 s, a large part of a warm start of a small graph). Here the digest is
+(0.11-0.13 s here, a large part of a warm start of a small graph). Here the digest is
 remembered in our compile cache under a fingerprint of those files' stat
 data (name, size, modification time, inode: what make and ccache's direct
 mode trust), and handed to PyTorch through the setter its cached function
