@@ -144,20 +144,27 @@ print(json.dumps({"ok": bool(torch.allclose(out["y"], net(x)["y"])), "cache": di
 """
 
 
+def cold_then_warm(tmp_path, script):
+    """Runs `script` in two processes sharing the caches, precompile on; both
+    must succeed and the second must not fail to load a saved frame."""
+    env = {"OPENNEURON_COMPILE_PRECOMPILE": "1", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "torch_cache"),
+           "OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path / "kernels")}
+    results = {}
+    for attempt in ("cold", "warm"):
+        proc = run_python(script, env=env, script_dir=tmp_path, timeout=240)
+        results[attempt] = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert results[attempt]["ok"], (attempt, proc.stderr[-2000:])
+    assert "could not be loaded" not in proc.stderr, proc.stderr[-2000:]
+    return results
+
+
 def test_saved_frame_reading_a_module_global_loads(tmp_path):
     """Dynamo's code for returning an OrderedDict reads `collections` through
     a global it installs and PyTorch 2.13 does not save; we save it as an
     import source, so the second process loads the frame instead of tracing
     it (before: NameError mid-call, then a fallback to compiling afresh)."""
     (tmp_path / "dict_model.py").write_text(DICT_MODEL)
-    env = {"OPENNEURON_COMPILE_PRECOMPILE": "1", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "torch_cache"),
-           "OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path / "kernels")}
-    results = {}
-    for attempt in ("cold", "warm"):
-        proc = run_python(DICT_SCRIPT, env=env, script_dir=tmp_path, timeout=240)
-        results[attempt] = json.loads(proc.stdout.strip().splitlines()[-1])
-        assert results[attempt]["ok"], (attempt, proc.stderr[-2000:])
-    assert "could not be loaded" not in proc.stderr, proc.stderr[-2000:]
+    results = cold_then_warm(tmp_path, DICT_SCRIPT)
     assert results["cold"]["cache"].get("dynamo_cache_miss") == 1, results
     assert results["warm"]["cache"].get("dynamo_cache_hit") == 1, results
     assert results["warm"]["traced_graphs"] == 0, results
@@ -174,3 +181,67 @@ def test_saved_frame_missing_a_global_is_compiled_afresh(tmp_path):
         proc = run_python(DICT_SCRIPT, env=env, script_dir=tmp_path, timeout=240)
         assert json.loads(proc.stdout.strip().splitlines()[-1])["ok"], (attempt, proc.stderr[-2000:])
     assert "reads globals this process lacks: ___module_collections" in proc.stderr
+
+
+DECORATORS = """
+import functools
+
+
+def returns_output(func):  # as transformers' decorators of every forward
+    @functools.wraps(func)
+    def wrapper(self, *args, **kwargs):
+        return func(self, *args, **kwargs)
+    return wrapper
+
+
+def scaled(factor, enabled=True):
+    def decorate(func):
+        @functools.wraps(func)
+        def inner(self, x):
+            return func(self, x * factor) if enabled else func(self, x)
+        return inner
+    return decorate
+"""
+
+DECORATED_MODEL = """
+import torch
+from decorators import returns_output, scaled
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    @returns_output
+    @scaled(2.0)
+    def forward(self, x):
+        return self.lin(x).relu()
+"""
+
+DECORATED_SCRIPT = """
+import json, os
+import torch
+from torch._dynamo.utils import counters
+from decorated_model import Net
+
+torch.manual_seed(0)
+net = Net().to("neuron")
+x = torch.randn(4, 8, device="neuron")
+out = torch.compile(net, backend="neuron")(x)
+print(json.dumps({"ok": bool(torch.allclose(out, net(x))), "cache": dict(counters["dynamo_cache"]),
+                  "traced_graphs": counters["stats"].get("unique_graphs", 0)}))
+"""
+
+
+def test_decorated_forward_loads(tmp_path):
+    """A forward under functools.wraps decorators (the compiled frame is the
+    decorator's, in another module; its guards reach the wrapped function
+    through a closure): PyTorch 2.13 alone files the frame under the wrapped
+    function's module and saves that function as a placeholder, so a warm
+    process traces again. Here it loads with nothing traced."""
+    (tmp_path / "decorators.py").write_text(DECORATORS)
+    (tmp_path / "decorated_model.py").write_text(DECORATED_MODEL)
+    results = cold_then_warm(tmp_path, DECORATED_SCRIPT)
+    assert results["warm"]["cache"].get("dynamo_cache_hit") == 1, results
+    assert results["warm"]["traced_graphs"] == 0, results

@@ -181,6 +181,8 @@ def enable():
     # ("Name '__builtins_dict___0' already exists"); start elsewhere.
     bytecode._unique_id_counter = itertools.count(random.randrange(1 << 40))
     _tolerate_missing_grads()
+    _save_wrapped_functions()
+    _save_decorated_functions_by_their_globals()
     _save_module_globals()
     _compile_afresh_when_loading_fails()
     atexit.register(_save)
@@ -218,6 +220,29 @@ def _compile_afresh_when_loading_fails():
 
     install._openneuron = True
     CompilePackage.install = install
+
+
+def _save_decorated_functions_by_their_globals():
+    """PyTorch 2.13 files the compiled function under its ``__module__``, which
+    ``functools.wraps`` copies from the function a decorator wraps: the frame
+    of a decorated forward (every transformers model) is then saved with, and
+    its guards and compiled graphs installed into, the wrong module, and a
+    warm process never uses it. Use the module whose globals the code runs in."""
+    from torch._dynamo.package import CompilePackage
+
+    original = CompilePackage._add_function
+    if getattr(original, "_openneuron", False):
+        return
+
+    @functools.wraps(original)
+    def add_function(self, python_code, python_module, *args, **kwargs):
+        fn = self._innermost_fn
+        if fn is not None and python_code is getattr(fn, "__code__", None):
+            python_module = fn.__globals__.get("__name__", python_module)
+        return original(self, python_code, python_module, *args, **kwargs)
+
+    add_function._openneuron = True
+    CompilePackage._add_function = add_function
 
 
 def _save_module_globals():
@@ -290,6 +315,61 @@ def _tolerate_missing_grads():
     unpickle_tensor.__name__ = original.__name__
     unpickle_tensor.__qualname__ = original.__qualname__
     pickler._unpickle_tensor = classmethod(unpickle_tensor)
+
+
+def _unwrap_depth(top, fn):
+    """How many ``__wrapped__`` steps lead from `top` to `fn` (None: none)."""
+    for depth in range(8):
+        if top is fn:
+            return depth
+        top = getattr(top, "__wrapped__", None)
+        if top is None:
+            return None
+    return None
+
+
+def _load_wrapped_function(module, qualname, depth):
+    """The function `depth` ``__wrapped__`` steps below module.qualname."""
+    import importlib
+
+    fn = importlib.import_module(module)
+    for part in qualname.split("."):
+        fn = getattr(fn, part)
+    for _ in range(depth):
+        fn = fn.__wrapped__
+    return fn
+
+
+def _save_wrapped_functions():
+    """PyTorch 2.13 saves a function reached by guards as a placeholder when
+    its qualified name resolves to another object, which is what a decorated
+    function looks like from inside its decorator (transformers wraps every
+    model's forward): loading then fails on the placeholder. Save such a
+    function as its qualified name plus the ``__wrapped__`` steps from what
+    that name holds to it, when ``functools.wraps`` chains lead there."""
+    import inspect
+
+    from torch._dynamo import guards
+
+    pickler = guards.GuardsStatePickler
+    original = pickler.reducer_override
+    if getattr(original, "_openneuron", False):
+        return
+
+    def reducer_override(self, obj):
+        result = original(self, obj)
+        if (isinstance(result, tuple) and result[0] is guards._Missing and inspect.isfunction(obj)
+                and obj.__module__ in sys.modules):
+            top = sys.modules[obj.__module__]
+            for part in obj.__qualname__.split("."):
+                top = getattr(top, part, None)
+            depth = _unwrap_depth(top, obj)
+            if depth is not None:
+                return _load_wrapped_function, (obj.__module__, obj.__qualname__, depth)
+        return result
+
+    reducer_override._openneuron = True
+    pickler.reducer_override = reducer_override
 
 
 def _save():
