@@ -129,11 +129,11 @@ from torch._dynamo.utils import counters
 from dict_model import Net
 
 if os.environ.get("UNSAVED_MODULE_GLOBALS"):  # as PyTorch 2.13 alone
-    from torch._dynamo.codegen import PyCodegen
+    from torch._dynamo.output_graph import OutputGraph
     from openneuron.compiler import precompile
 
     precompile.enable()
-    PyCodegen.create_load_python_module = PyCodegen.create_load_python_module.__wrapped__
+    OutputGraph.install_global_by_id = OutputGraph.install_global_by_id.__wrapped__
 
 torch.manual_seed(0)
 net = Net().to("neuron")
@@ -245,3 +245,77 @@ def test_decorated_forward_loads(tmp_path):
     results = cold_then_warm(tmp_path, DECORATED_SCRIPT)
     assert results["warm"]["cache"].get("dynamo_cache_hit") == 1, results
     assert results["warm"]["traced_graphs"] == 0, results
+
+
+HELPER_MODEL = """
+import torch
+import torch.nn.functional as F
+
+
+def activation(x):
+    return F.gelu(x)
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return activation(self.lin(x)) + F.silu(x)
+"""
+
+HELPER_SCRIPT = """
+import json, os
+import torch
+import torch.nn.functional as F
+from torch._dynamo.utils import counters
+import helper_model
+from helper_model import Net
+
+def doubled(x):
+    return 2 * x
+
+if os.environ.get("PATCH") == "global":  # the model's global function, before compiling
+    helper_model.activation = doubled
+if os.environ.get("PATCH") == "library":  # a library function it calls
+    F.silu = doubled
+
+torch.manual_seed(0)
+net = Net().to("neuron")
+x = torch.randn(4, 8, device="neuron")
+compiled = torch.compile(net, backend="neuron")
+ok = bool(torch.allclose(compiled(x), net(x)))
+traced = counters["stats"].get("unique_graphs", 0)
+helper_model.activation = torch.tanh  # in this process, after compiling: a recompile
+ok_after_swap = bool(torch.allclose(compiled(x), net(x)))
+print(json.dumps({"ok": ok, "ok_after_swap": ok_after_swap, "cache": dict(counters["dynamo_cache"]),
+                  "traced_graphs": traced,
+                  "traced_after_swap": counters["stats"].get("unique_graphs", 0) - traced}))
+"""
+
+
+def test_swapped_functions_are_never_run_from_a_saved_frame(tmp_path):
+    """PyTorch 2.13's caching_precompile drops identity guards from every
+    compile; ours keeps them live and saves them: a function swapped in this
+    process recompiles, and a warm process where the model's global or a
+    library function it calls is another function traces again instead of
+    running the saved graph (which would silently give the old results)."""
+    (tmp_path / "helper_model.py").write_text(HELPER_MODEL)
+    env = {"OPENNEURON_COMPILE_PRECOMPILE": "1", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "torch_cache"),
+           "OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path / "kernels")}
+
+    def run_with(patch=""):
+        proc = run_python(HELPER_SCRIPT, env={**env, "PATCH": patch}, script_dir=tmp_path, timeout=240)
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert result["ok"] and result["ok_after_swap"], (patch, result, proc.stderr[-2000:])
+        assert result["traced_after_swap"] >= 1, (patch, result)
+        assert "is dropped with caching_precompile" not in proc.stderr
+        return result
+
+    cold = run_with()
+    assert cold["traced_graphs"] >= 1, cold
+    warm = run_with()
+    assert warm["traced_graphs"] == 0 and warm["cache"].get("dynamo_cache_hit") == 1, warm
+    for patch in ("global", "library"):
+        assert run_with(patch)["traced_graphs"] >= 1, patch

@@ -8,9 +8,10 @@ are then `NeuronOutputCode` objects holding the wrapper's source, its
 constants and the kernel library's path, saved through AOTAutograd's
 bundled cache and rebuilt in the new process by one `exec`.
 
-PyTorch marks `caching_precompile` experimental: it is process-wide and drops
-some guards (object identity, closures, dict versions) for every compile, so
-it stays opt-in. Entries are written when the process exits (or on
+PyTorch marks `caching_precompile` experimental: it is process-wide and, on
+its own, drops identity guards from every compile; precompile_guards.py keeps
+them, saves them where it can, and checks on load that what a saved entry's
+guards saw through modules and classes is still there. Entries are written when the process exits (or on
 `torch.compiler.save_cache_artifacts()`), under TORCHINDUCTOR_CACHE_DIR;
 a kernel library missing from our kernel cache is rebuilt from the stored
 graph, never loaded half-way.
@@ -33,7 +34,7 @@ import torch
 from torch._inductor.output_code import OutputCode
 
 from .. import _C
-from . import _native, metrics
+from . import _native, metrics, precompile_guards
 from .config import settings
 from .wrapper import wrapper_globals
 
@@ -181,7 +182,7 @@ def enable():
     # ("Name '__builtins_dict___0' already exists"); start elsewhere.
     bytecode._unique_id_counter = itertools.count(random.randrange(1 << 40))
     _tolerate_missing_grads()
-    _save_wrapped_functions()
+    precompile_guards.install()
     _save_decorated_functions_by_their_globals()
     _save_module_globals()
     _compile_afresh_when_loading_fails()
@@ -246,32 +247,31 @@ def _save_decorated_functions_by_their_globals():
 
 
 def _save_module_globals():
-    """PyTorch 2.13's compiled code reads a module it has no global name for
-    (``collections``, to build the OrderedDict every transformers ModelOutput
-    is) through a global it installs, ``___module_<last name part>_<id>_c<n>``,
-    but does not save it with the frame. Record it as one of the frame's
-    import sources, which are saved and imported again, by the module's full
-    name, before the frame is installed."""
-    from torch._dynamo.codegen import PyCodegen
+    """PyTorch 2.13's compiled code and guards reach some modules through a
+    global Dynamo installs under a name made from the object's id
+    (``___module_collections_<id>_c<n>``, to build the OrderedDict every
+    transformers ModelOutput is; ``_<id>_c<n>`` for ``torch``), but it does not
+    save those globals with the frame. Record each such module as one of the
+    frame's import sources, which are saved and imported again, by the
+    module's full name, before the frame is installed."""
+    from torch._dynamo.output_graph import OutputGraph
 
-    original = PyCodegen.create_load_python_module
+    original = OutputGraph.install_global_by_id
     if getattr(original, "_openneuron", False):
         return
 
     @functools.wraps(original)
-    def create_load_python_module(self, mod):
-        instruction = original(self, mod)
-        name = instruction.argval
-        output = self.tx.output
-        if name.startswith("___module_") and sys.modules.get(mod.__name__) is mod:
-            output.import_sources[name] = mod.__name__
-            package = getattr(output.root_tx, "package", None)
+    def install_global_by_id(self, prefix, value):
+        name = original(self, prefix, value)
+        if isinstance(value, types.ModuleType) and sys.modules.get(value.__name__) is value:
+            self.import_sources[name] = value.__name__
+            package = getattr(self.root_tx, "package", None)
             if package is not None:
-                package.add_import_source(name, mod.__name__)
-        return instruction
+                package.add_import_source(name, value.__name__)
+        return name
 
-    create_load_python_module._openneuron = True
-    PyCodegen.create_load_python_module = create_load_python_module
+    install_global_by_id._openneuron = True
+    OutputGraph.install_global_by_id = install_global_by_id
 
 
 def _missing_globals(package):
@@ -315,61 +315,6 @@ def _tolerate_missing_grads():
     unpickle_tensor.__name__ = original.__name__
     unpickle_tensor.__qualname__ = original.__qualname__
     pickler._unpickle_tensor = classmethod(unpickle_tensor)
-
-
-def _unwrap_depth(top, fn):
-    """How many ``__wrapped__`` steps lead from `top` to `fn` (None: none)."""
-    for depth in range(8):
-        if top is fn:
-            return depth
-        top = getattr(top, "__wrapped__", None)
-        if top is None:
-            return None
-    return None
-
-
-def _load_wrapped_function(module, qualname, depth):
-    """The function `depth` ``__wrapped__`` steps below module.qualname."""
-    import importlib
-
-    fn = importlib.import_module(module)
-    for part in qualname.split("."):
-        fn = getattr(fn, part)
-    for _ in range(depth):
-        fn = fn.__wrapped__
-    return fn
-
-
-def _save_wrapped_functions():
-    """PyTorch 2.13 saves a function reached by guards as a placeholder when
-    its qualified name resolves to another object, which is what a decorated
-    function looks like from inside its decorator (transformers wraps every
-    model's forward): loading then fails on the placeholder. Save such a
-    function as its qualified name plus the ``__wrapped__`` steps from what
-    that name holds to it, when ``functools.wraps`` chains lead there."""
-    import inspect
-
-    from torch._dynamo import guards
-
-    pickler = guards.GuardsStatePickler
-    original = pickler.reducer_override
-    if getattr(original, "_openneuron", False):
-        return
-
-    def reducer_override(self, obj):
-        result = original(self, obj)
-        if (isinstance(result, tuple) and result[0] is guards._Missing and inspect.isfunction(obj)
-                and obj.__module__ in sys.modules):
-            top = sys.modules[obj.__module__]
-            for part in obj.__qualname__.split("."):
-                top = getattr(top, part, None)
-            depth = _unwrap_depth(top, obj)
-            if depth is not None:
-                return _load_wrapped_function, (obj.__module__, obj.__qualname__, depth)
-        return result
-
-    reducer_override._openneuron = True
-    pickler.reducer_override = reducer_override
 
 
 def _save():
