@@ -10,8 +10,17 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-import torch
+import tempfile
+
+# Each run of the suite starts with empty compile caches, as on a fresh
+# machine: saved compiled frames would otherwise skip tracing in tests that
+# count compiles, recompiles or warnings. (A caller's own setting wins.)
+_SESSION_CACHE = tempfile.mkdtemp(prefix="openneuron-test-caches-")
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_SESSION_CACHE, "torch"))
+os.environ.setdefault("OPENNEURON_COMPILE_CACHE_DIR", os.path.join(_SESSION_CACHE, "openneuron"))
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 import openneuron  # noqa: F401  (already loaded by import torch, unless the
 #                    caller's environment has TORCH_DEVICE_BACKEND_AUTOLOAD=0)

@@ -1,4 +1,4 @@
-"""Warm starts without tracing (OPENNEURON_COMPILE_PRECOMPILE=1): a second
+"""Warm starts without tracing (on by default): a second
 process that compiles the same model loads Dynamo's saved frame and our
 saved graphs instead of tracing again, gets the same results (forward and
 backward), still recompiles for a new shape, and rebuilds a kernel library
@@ -99,13 +99,15 @@ def test_second_process_loads_instead_of_tracing(tmp_path):
     assert rebuilt["cache"].get("dynamo_cache_hit") == 1, rebuilt
 
 
-def test_off_by_default(tmp_path):
+def test_on_by_default_and_off_by_switch(tmp_path):
     (tmp_path / "model.py").write_text(MODEL)
     env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "torch_cache"),
            "OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path / "kernels")}
     for _ in range(2):
-        result = run(tmp_path, env)
+        result = run(tmp_path, {**env, "OPENNEURON_COMPILE_PRECOMPILE": "0"})
         assert result["ok"] and result["cache"] == {}, result
+    assert run(tmp_path, env)["cache"].get("dynamo_cache_miss") == 1
+    assert run(tmp_path, env)["cache"].get("dynamo_cache_hit") == 1
 
 
 DICT_MODEL = """
@@ -319,3 +321,52 @@ def test_swapped_functions_are_never_run_from_a_saved_frame(tmp_path):
     assert warm["traced_graphs"] == 0 and warm["cache"].get("dynamo_cache_hit") == 1, warm
     for patch in ("global", "library"):
         assert run_with(patch)["traced_graphs"] >= 1, patch
+
+
+SAME_NAME_MODEL = """
+import torch
+
+
+class Net(torch.nn.Module):
+    def forward(self, x):
+        return x {op} 1
+"""
+
+SAME_NAME_SCRIPT = """
+import json, os, sys
+import torch
+from torch._dynamo.utils import counters
+Net = __import__(os.environ["MODEL"]).Net
+
+x = torch.randn(4, device="neuron")
+out = torch.compile(Net(), backend="neuron")(x)
+print(json.dumps({"ok": bool(torch.allclose(out, Net()(x))), "cache": dict(counters["dynamo_cache"]),
+                  "traced_graphs": counters["stats"].get("unique_graphs", 0)}))
+if os.environ.get("EXIT_AT_ONCE"):  # as a forked worker or a killed rank: no exit handlers
+    sys.stdout.flush()
+    os._exit(0)
+"""
+
+
+def test_saved_frames_are_used_only_by_their_function(tmp_path):
+    """PyTorch 2.13 names a saved frame by qualified name and first line only:
+    `Net.forward` at the same line of two files shares one entry. Ours is used
+    only by the function it was saved from; the other compiles its own (and
+    gets its own results). Entries are written after each compile, so a
+    process that ends without exit handlers keeps them."""
+    (tmp_path / "plus_model.py").write_text(SAME_NAME_MODEL.format(op="+"))
+    (tmp_path / "minus_model.py").write_text(SAME_NAME_MODEL.format(op="-"))
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "torch_cache"),
+           "OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path / "kernels"), "EXIT_AT_ONCE": "1"}
+
+    def run_model(model):
+        proc = run_python(SAME_NAME_SCRIPT, env={**env, "MODEL": model}, script_dir=tmp_path, timeout=240)
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert result["ok"], (model, result, proc.stderr[-2000:])
+        assert "could not be loaded" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+        return result
+
+    assert run_model("plus_model")["traced_graphs"] == 1
+    assert run_model("plus_model")["traced_graphs"] == 0  # saved although the process skipped exit handlers
+    assert run_model("minus_model")["traced_graphs"] == 1  # the same key: not plus_model's entry
+    assert run_model("minus_model")["traced_graphs"] == 0

@@ -1,4 +1,4 @@
-"""Warm starts without tracing (OPENNEURON_COMPILE_PRECOMPILE=1).
+"""Warm starts without tracing (on by default; OPENNEURON_COMPILE_PRECOMPILE=0 turns it off).
 
 A new process that compiles an already compiled model still runs Dynamo's
 bytecode tracing and AOTAutograd's tracing, which cost far more than our
@@ -11,13 +11,13 @@ bundled cache and rebuilt in the new process by one `exec`.
 PyTorch marks `caching_precompile` experimental: it is process-wide and, on
 its own, drops identity guards from every compile; precompile_guards.py keeps
 them, saves them where it can, and checks on load that what a saved entry's
-guards saw through modules and classes is still there. Entries are written when the process exits (or on
-`torch.compiler.save_cache_artifacts()`), under TORCHINDUCTOR_CACHE_DIR;
-a kernel library missing from our kernel cache is rebuilt from the stored
-graph, never loaded half-way.
+guards saw through modules and classes is still there. precompile_entries.py
+decides when entries are written (after each compile, under
+TORCHINDUCTOR_CACHE_DIR/dynamo), used or passed over. A kernel library
+missing from our kernel cache is rebuilt from the stored graph, never loaded
+half-way.
 """
 
-import atexit
 import dataclasses
 import functools
 import hashlib
@@ -34,7 +34,7 @@ import torch
 from torch._inductor.output_code import OutputCode
 
 from .. import _C
-from . import _native, metrics, precompile_guards
+from . import _native, metrics, precompile_entries, precompile_guards
 from .config import settings
 from .wrapper import wrapper_globals
 
@@ -185,42 +185,7 @@ def enable():
     precompile_guards.install()
     _save_decorated_functions_by_their_globals()
     _save_module_globals()
-    _compile_afresh_when_loading_fails()
-    atexit.register(_save)
-
-
-def _compile_afresh_when_loading_fails():
-    """A saved frame whose guards cannot be rebuilt in this process (PyTorch
-    2.13 saves some objects, such as closures, as placeholders) raises from
-    CompilePackage.install, and Dynamo's recovery then fails too (the package
-    is left initialised). Leave the package clean and raise the RuntimeError
-    Dynamo recovers from: the frame is compiled afresh, with a warning."""
-    from torch._dynamo.package import CompilePackage
-
-    original = CompilePackage.install
-    if getattr(original, "_openneuron", False):
-        return
-
-    def install(self, backends):
-        try:
-            original(self, backends)
-            missing = sorted(_missing_globals(self))
-            # PyTorch 2.13 does not save every global its code reads (a module
-            # object, ``___module_collections_<id>_c<n>``): the frame would raise
-            # NameError mid-call.
-            if missing:
-                raise NameError(f"saved code reads globals this process lacks: {', '.join(missing)}")
-        except Exception as e:  # noqa: BLE001 -- any failure: compile instead of load
-            try:
-                self.uninstall()
-            except Exception:  # noqa: BLE001 -- partly installed; nothing more to undo
-                pass
-            self._initialized = False
-            raise RuntimeError(f"openneuron: a saved frame could not be loaded ({type(e).__name__}: {e}); "
-                               "compiling it afresh") from e
-
-    install._openneuron = True
-    CompilePackage.install = install
+    precompile_entries.install()
 
 
 def _save_decorated_functions_by_their_globals():
@@ -274,28 +239,6 @@ def _save_module_globals():
     OutputGraph.install_global_by_id = install_global_by_id
 
 
-def _missing_globals(package):
-    """Globals the package's installed bytecode loads that its module does not
-    define (a frame run with them would raise NameError mid-call)."""
-    import builtins
-    import dis
-
-    from torch._dynamo.package import SerializedCode
-
-    for entry in package._codes.values():
-        scope = sys.modules[entry.python_module].__dict__
-        for guarded in entry.guarded_codes:
-            pending = [SerializedCode.to_code_object(guarded.dynamo_code)]
-            while pending:
-                code = pending.pop()
-                pending += [c for c in code.co_consts if isinstance(c, types.CodeType)]
-                for ins in dis.get_instructions(code):
-                    if ins.opname == "LOAD_GLOBAL":
-                        name = ins.argval
-                        if name not in scope and not hasattr(builtins, name):
-                            yield name
-
-
 def _tolerate_missing_grads():
     """PyTorch 2.13 saves a guarded tensor's .grad as a placeholder when the
     grad itself is not guarded (a parameter after backward), then fails to
@@ -315,10 +258,3 @@ def _tolerate_missing_grads():
     unpickle_tensor.__name__ = original.__name__
     unpickle_tensor.__qualname__ = original.__qualname__
     pickler._unpickle_tensor = classmethod(unpickle_tensor)
-
-
-def _save():
-    try:
-        torch.compiler.save_cache_artifacts()
-    except Exception:  # noqa: BLE001 -- at exit: a failed save only costs the next warm start
-        pass

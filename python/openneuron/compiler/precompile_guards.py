@@ -276,7 +276,13 @@ def install():
             output_graph.bypass_package(unsavable)
             sorted_guards = [g for g in sorted_guards if not _is_identity_guard(g)]
         self._openneuron_value_checks = checks
-        return original_serialize(self, builder, sorted_guards, output_graph)
+        try:
+            return original_serialize(self, builder, sorted_guards, output_graph)
+        except Exception as e:  # noqa: BLE001 -- an unpicklable guard value: never fail the compile
+            if unsavable:
+                return b""
+            output_graph.bypass_package(f"guards cannot be saved ({type(e).__name__}: {e})")
+            return b""  # a bypassed entry's guards are never loaded
 
     manager.serialize_guards = serialize_guards
 
