@@ -354,10 +354,10 @@ def write_markdown(data: dict, path: str) -> str:
         "ratio to cpu eager's. On the host driver device memory is host RAM, so it is in the RSS too.",
         "- device peak: torch.neuron.max_memory_allocated(); ratio to the RSS growth of the cpu-eager process "
         "(its peak RSS minus its RSS at start).",
-        "- cold compile: first call in a new process with an empty TORCHINDUCTOR_CACHE_DIR (and "
-        "OPENNEURON_COMPILE_CACHE_DIR); warm start: first "
-        "call in a new process with that cache populated. Both include tracing and one step; ratio: in cpu-eager "
-        "steps of this workload. Peak RSS of a compiled configuration is the warm-start process's.",
+        "- cold compile: the torch.compile calls and first call in a new process with an empty "
+        "TORCHINDUCTOR_CACHE_DIR (and OPENNEURON_COMPILE_CACHE_DIR); warm start: the same in a new process with "
+        "those caches populated (a saved frame is loaded by torch.compile, so that call is counted). Both include "
+        "tracing, when any, and one step; ratio: in cpu-eager steps of this workload. Peak RSS of a compiled configuration is the warm-start process's.",
         "- check: the first two steps' outputs against cpu eager's (allclose; `exact` when bit-identical).",
         "",
         *detail_table(data, notes),

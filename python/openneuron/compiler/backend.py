@@ -4,6 +4,7 @@ wrapper that runs generated kernels and extern library kernels on the
 current stream."""
 
 import copy
+import functools
 import itertools
 import json
 import logging
@@ -286,14 +287,22 @@ def _inference(gm, example_inputs):
     return compile_fx_graph(gm, example_inputs, "inference")
 
 
-_DECOMPOSITIONS = decompositions()  # built once: both AOT configurations share it
-_aot_backend = aot_autograd(
-    fw_compiler=_forward,
-    bw_compiler=_backward,
-    inference_compiler=_inference,
-    decompositions=_DECOMPOSITIONS,
-    keep_inference_input_mutations=True,
-)
+@functools.cache
+def _decompositions():
+    """Built once, on first compile (~0.1 s, not needed when every frame is
+    loaded saved): both AOT configurations share it."""
+    return decompositions()
+
+
+@functools.cache
+def _aot_backend():
+    return aot_autograd(
+        fw_compiler=_forward,
+        bw_compiler=_backward,
+        inference_compiler=_inference,
+        decompositions=_decompositions(),
+        keep_inference_input_mutations=True,
+    )
 
 
 def _savable(compiler):
@@ -313,7 +322,7 @@ def _savable_aot_backend():
         fw_compiler=_savable(_forward),
         bw_compiler=_savable(_backward),
         inference_compiler=_savable(_inference),
-        decompositions=_DECOMPOSITIONS,
+        decompositions=_decompositions(),
         keep_inference_input_mutations=True,
     )
 
@@ -323,7 +332,7 @@ _cache_tag = None
 def _run_savable(gm, example_inputs, **kwargs):
     global _cache_tag
     if _cache_tag is None:
-        _cache_tag = precompile.cache_tag(str(op) for op in _DECOMPOSITIONS)
+        _cache_tag = precompile.cache_tag(str(op) for op in _decompositions())
     # A saved entry holds forward and backward, so the backward is compiled
     # with the forward (AOTAutograd's bundled entries are not saved after a
     # lazy backward compile).
@@ -360,4 +369,4 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
             if s.cache_enabled:
                 torch_source_key.prime(s.cache_dir)
             return _run_savable(gm, example_inputs, **kwargs)
-        return _aot_backend(gm, example_inputs, **kwargs)
+        return _aot_backend()(gm, example_inputs, **kwargs)

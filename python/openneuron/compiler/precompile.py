@@ -35,6 +35,7 @@ from torch._inductor.output_code import OutputCode
 
 from .. import _C
 from . import _native, metrics, precompile_entries, precompile_guards
+from .precompile_entries import SavedByAnotherBuild
 from .config import settings
 from .wrapper import wrapper_globals
 
@@ -78,9 +79,13 @@ class NeuronOutputCode(OutputCode):
     kernels: list = None              # [(step name, profiler label)]
     device_index: int = 0
     error: str = ""                   # why this graph cannot be saved ("" = it can)
+    code_tag: str = ""                # code_tag() of the build that generated it
 
     def __call__(self, args):
-        return self._fn(args)
+        fn = self.__dict__.get("_fn")
+        if fn is None:
+            fn = self._fn = self._load()
+        return fn(args)
 
     def prepare_for_serialization(self):
         if self.error:
@@ -88,13 +93,26 @@ class NeuronOutputCode(OutputCode):
 
             raise BypassAOTAutogradCache(f"openneuron: graph {self.name} cannot be saved: {self.error}")
         self.__dict__.pop("_fn", None)
+        self.__dict__.pop("_prepared", None)
 
     def post_compile(self, example_inputs, constants, graph_kwargs):
-        if "_fn" not in self.__dict__:
-            self._fn = self._load()
+        # Built on its first call: a loaded frame may hold entries that never
+        # run here. What would make it unusable is checked now, while the frame
+        # can still be compiled instead.
+        if self.code_tag != code_tag():
+            # A saved frame (precompile) carries its graphs without the cache
+            # key AOTAutograd's own entries have.
+            raise SavedByAnotherBuild(f"graph {self.name} was saved by another build of openneuron")
+        self._prepared = self._prepare()
 
     def set_triton_bundle(self, triton_bundle):
         pass
+
+    def _prepare(self):
+        """What the saved data itself could make fail: its constants and its
+        wrapper program."""
+        values, lifted = pickle.loads(self.constants)
+        return values, lifted, compile(self.source, f"<openneuron {self.name}>", "exec")
 
     def _load(self):
         """The wrapper, with its kernels from our kernel cache: the stored
@@ -103,6 +121,7 @@ class NeuronOutputCode(OutputCode):
         unchecked), and warns (or, strict, raises) and counts as a compile."""
         from .backend import _with_constants, report_fallbacks
 
+        values, lifted, program = self.__dict__.pop("_prepared", None) or self._prepare()
         t0 = time.perf_counter()
         s = settings()
         options = {**self.options, "cache_dir": s.cache_dir, "cache_enabled": s.cache_enabled,
@@ -110,9 +129,8 @@ class NeuronOutputCode(OutputCode):
         plan = _native.compile_graph(self.graph, options)
         report_fallbacks(self.name, plan["fallbacks"])
         handles = self._handles(plan.get("library", ""))
-        values, lifted = pickle.loads(self.constants)
         scope = {**wrapper_globals(torch.device("neuron", self.device_index)), **values, "_k": handles}
-        exec(compile(self.source, f"<openneuron {self.name}>", "exec"), scope)
+        exec(program, scope)
         fn = scope[self.name]
         fn._boxed_call = True
         metrics.record_graph(plan, time.perf_counter() - t0, loaded=True)
@@ -132,7 +150,7 @@ def output_code(fn, *, name, source, globals_, graph, options, plan, handles_lab
         blob, error = b"", f"{type(e).__name__}: {e}"
     code = NeuronOutputCode(name=name, source=source, constants=blob, graph=graph, options=options,
                             library=plan.get("library", ""), kernels=handles_labels,
-                            device_index=device.index or 0, error=error)
+                            device_index=device.index or 0, error=error, code_tag=code_tag())
     code._fn = fn
     code._boxed_call = True
     return code
@@ -150,17 +168,24 @@ def eager_output_code(gm):
     return code
 
 
-def cache_tag(decomposition_names):
-    """What else must match for a saved graph to be reused: our compiler
-    library and Python sources, and the decompositions applied."""
+@functools.cache
+def code_tag():
+    """Our compiler library and Python sources, which generated a saved
+    graph's wrapper (decompositions (foreach, pooling), the serializer and the
+    wrapper all shape what is saved)."""
     digest = hashlib.sha256()
     here = os.path.dirname(__file__)
-    # Every source of this package: decompositions (foreach, pooling), the
-    # serializer and the wrapper all shape what is saved.
     sources = sorted(os.path.join(here, f) for f in os.listdir(here) if f.endswith(".py"))
     for path in (_native.library_path(), *sources):
         with open(path, "rb") as f:
             digest.update(f.read())
+    return digest.hexdigest()[:32]
+
+
+def cache_tag(decomposition_names):
+    """What else must match for a saved graph to be reused: code_tag() and
+    the decompositions applied."""
+    digest = hashlib.sha256(code_tag().encode())
     digest.update("\n".join(sorted(decomposition_names)).encode())
     return "openneuron-" + digest.hexdigest()[:32]
 
