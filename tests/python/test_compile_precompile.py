@@ -379,3 +379,19 @@ def test_saved_frames_are_used_only_by_their_function(tmp_path):
     assert run_model("plus_model")["traced_graphs"] == 0  # saved although the process skipped exit handlers
     assert run_model("minus_model")["traced_graphs"] == 1  # the same key: not plus_model's entry
     assert run_model("minus_model")["traced_graphs"] == 0
+
+
+def test_builtins_compile_with_saved_frames_on():
+    """torch.compile(torch.matmul): PyTorch 2.13's caching_precompile fails
+    on a function without Python code (it looks for a saved frame of it);
+    such functions are compiled as usual, neither loaded nor saved, on both
+    backends."""
+    proc = run_python("""
+        import torch
+        a = torch.randn(16, 16)
+        for device, backend in (("neuron", "neuron"), ("cpu", "inductor")):
+            x = a.to(device)
+            assert torch.allclose(torch.compile(torch.matmul, backend=backend)(x, x).cpu(), a @ a, atol=1e-4)
+        print("ok")
+    """, timeout=240)
+    assert proc.stdout.strip().endswith("ok"), proc.stderr[-2000:]

@@ -100,8 +100,17 @@ def _start_fresh(package, fn, initialize):
     package._openneuron_nothing_to_install = True
 
 
+def _without_code(fn):
+    from torch._dynamo.eval_frame import innermost_fn
+
+    return not isinstance(getattr(innermost_fn(fn), "__code__", None), types.CodeType)
+
+
 def _load_or_pass_over():
-    from torch._dynamo.package import CompilePackage
+    from torch._dynamo.package import CompilePackage, DynamoCache
+
+    load = DynamoCache.load
+    DynamoCache.load = lambda fn: None if _without_code(fn) else load(fn)
 
     initialize = CompilePackage.initialize
     install = CompilePackage.install
@@ -109,6 +118,16 @@ def _load_or_pass_over():
         return
 
     def initialize_from_saved(self, fn, dynamo=None, ignore_inlined_sources=False):
+        if _without_code(fn):
+            # torch.compile(torch.matmul): Dynamo compiles it through
+            # wrap_inline's shared code, which PyTorch 2.13 only does after
+            # this (its own initialize fails on the builtin). Such a function
+            # is neither loaded nor saved.
+            from torch._dynamo.external_utils import wrap_inline
+
+            initialize(self, wrap_inline(fn), None, ignore_inlined_sources)
+            self._openneuron_unsaved = True
+            return None
         if dynamo is None:
             return initialize(self, fn, dynamo, ignore_inlined_sources)
         # Dynamo's switch stays on for the process once on; ours is read now.
@@ -160,7 +179,7 @@ def _save_after_each_compile():
 
     def record_and_save(package):
         record(package)
-        if not settings().precompile:
+        if not settings().precompile or getattr(package, "_openneuron_unsaved", False):
             return
         try:
             limit = torch._dynamo.config.recompile_limit
