@@ -35,9 +35,9 @@ def _entry_of_another_function(fn, dynamo):
     """Why the saved entry `dynamo` is not `fn`'s ("" when it is)."""
     from torch._dynamo.eval_frame import innermost_fn
 
-    code = innermost_fn(fn).__code__
+    fn = innermost_fn(fn)
+    code, module = fn.__code__, fn.__globals__.get("__name__")
     saved = dynamo.codes[0]
-    module = innermost_fn(fn).__globals__.get("__name__")
     saved_code = saved.python_code
     if saved.python_module != module:
         return f"it was saved from module {saved.python_module}, not {module}"
@@ -109,13 +109,12 @@ def _without_code(fn):
 def _load_or_pass_over():
     from torch._dynamo.package import CompilePackage, DynamoCache
 
-    load = DynamoCache.load
-    DynamoCache.load = lambda fn: None if _without_code(fn) else load(fn)
-
     initialize = CompilePackage.initialize
     install = CompilePackage.install
     if getattr(install, "_openneuron", False):
         return
+    load = DynamoCache.load
+    DynamoCache.load = lambda fn: None if _without_code(fn) else load(fn)
 
     def initialize_from_saved(self, fn, dynamo=None, ignore_inlined_sources=False):
         if _without_code(fn):
@@ -195,7 +194,6 @@ def _bypass_quietly():
     """A frame that cannot be saved is compiled and runs as usual; PyTorch
     logs a warning for each (every compile of a frame with parameters baked
     in, or with a guard on an object without a name). Log it at INFO."""
-    import torch
     from torch._dynamo.output_graph import OutputGraph
 
     original = OutputGraph.bypass_package
