@@ -100,6 +100,12 @@ def test_second_process_loads_instead_of_tracing(tmp_path):
     other = run(tmp_path, {**env, "OTHER_BUILD": "1"})
     assert other["ok"] and other["ok_new_shape"] and other["traced_graphs"] >= 1, other
     assert "could not be loaded" not in other["stderr"], other["stderr"][-2000:]
+    # This build traces it again and saves a frame of its own graphs alone
+    # (not appended to the other build's): the next process loads it.
+    assert run(tmp_path, env)["traced_graphs"] >= 1
+    reloaded = run(tmp_path, env)
+    assert reloaded["ok"] and reloaded["ok_new_shape"], reloaded
+    assert reloaded["traced_graphs"] <= cold["traced_graphs"] - 1, (cold, reloaded)
 
     # Kernel libraries evicted from our cache: rebuilt from the saved graph.
     shutil.rmtree(tmp_path / "kernels")
