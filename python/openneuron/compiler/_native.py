@@ -33,9 +33,11 @@ def _library():
     return _lib
 
 
-def compile_graph(graph: dict, options: dict) -> dict:
+def compile_graph(graph: dict | str, options: dict) -> dict:
+    """`graph`: our JSON graph, as a dict or already as text."""
     lib = _library()
-    raw = lib.openneuron_compile(json.dumps(graph).encode(), json.dumps(options).encode())
+    text = graph if isinstance(graph, str) else json.dumps(graph)
+    raw = lib.openneuron_compile(text.encode(), json.dumps(options).encode())
     try:
         text = ctypes.string_at(raw).decode()
     finally:

@@ -241,7 +241,8 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "forw
     try:
         gm, constants = _lift_constants(_reinplace_foreach_updates(split_host_foreach(_reinplace_input_updates(gm))))
         graph = graph_json(gm)
-        plan = _native.compile_graph(graph, options)
+        graph_text = json.dumps(graph)
+        plan = _native.compile_graph(graph_text, options)
     except _native.CompilerUnsupported as e:
         return _fallback(original, name, str(e))
     plan["symbols"] = graph["symbols"]
@@ -259,7 +260,7 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "forw
     if constants:
         fn = _with_constants(fn, constants)
     if s.saves_graphs:
-        fn = precompile.output_code(fn, name=name, source=source, globals_=builder.globals, graph=graph,
+        fn = precompile.output_code(fn, name=name, source=source, globals_=builder.globals, graph=graph_text,
                                     options=options, plan=plan, handles_labels=labels, device=device,
                                     lifted=constants)
     elapsed = time.perf_counter() - t0

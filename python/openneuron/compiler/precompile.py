@@ -73,7 +73,8 @@ class NeuronOutputCode(OutputCode):
     name: str = ""
     source: str = ""                  # the wrapper program (wrapper.py)
     constants: bytes = b""            # its constants and lifted tensors, pickled
-    graph: dict = None                # our JSON graph, to rebuild a lost library
+    graph: str = ""                   # our JSON graph, to rebuild a lost library (as text:
+                                      # loading copies each graph twice, and a dict is slow to copy)
     options: dict = None              # the compile options it was built with
     library: str = ""
     kernels: list = None              # [(step name, profiler label)]
