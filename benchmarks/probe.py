@@ -5,8 +5,8 @@ Peak resident memory cannot be told apart per configuration inside one
 process, so each (workload, configuration) runs in a process of its own.
 Starting a fresh interpreter for each costs seconds (importing torch, and
 transformers for the models), so a *probe server* per workload module, a
-fresh interpreter that has only imported that module (no tensor work, no
-device use, no compilation), forks one child per probe. The child resets its
+fresh interpreter that has only imported that module and torch._dynamo (no
+tensor work, no device use, no compilation), forks one child per probe. The child resets its
 peak-RSS counter (`/proc/self/clear_refs` 5, so VmHWM restarts from the
 current RSS instead of inheriting the server's), builds the workload, times
 its first call (with the torch.compile calls, where a warm start loads saved
@@ -183,6 +183,10 @@ def serve(module: str) -> None:
     import importlib
 
     importlib.import_module(f"benchmarks.workloads.{module}")
+    # torch.compile imports Dynamo on first use (about 1 s), a library import
+    # like transformers (which imports it itself): the same cold and warm and
+    # for every backend, so no workload counts it in its first call.
+    import torch._dynamo  # noqa: F401
     proto.write(json.dumps({"ready": True}) + "\n")
     for line in sys.stdin:
         if not line.strip():
