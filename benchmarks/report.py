@@ -157,6 +157,7 @@ def finalize_workload(wl: dict) -> None:
             r["device_peak_ratio"] = _div(r.get("device_peak_mib"), growth)
             r["cold_compile_ratio"] = _div(r.get("cold_compile_s"), base.get("step_s"))
             r["warm_start_ratio"] = _div(r.get("warm_start_s"), base.get("step_s"))
+        r["warm_over_cold"] = _div(r.get("warm_start_s"), r.get("cold_compile_s"))
         if key == BASELINE:
             r["check"] = {"status": "reference"}
         elif base_ok and "_outputs" in base and "_outputs" in r:
@@ -257,7 +258,7 @@ def summary_table(data: dict, notes: _Footnotes) -> list[str]:
 def detail_table(data: dict, notes: _Footnotes) -> list[str]:
     lines = ["| workload | configuration | throughput | × cpu eager | spread | peak RSS MiB (×) "
              "| device peak MiB (× cpu RSS growth) | cold compile s (× cpu step) "
-             "| warm start s (× cpu step) | check vs cpu eager |",
+             "| warm start s (× cpu step, % of cold) | check vs cpu eager |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for wl in data["workloads"]:
         for key, r in wl["results"].items():
@@ -277,6 +278,8 @@ def detail_table(data: dict, notes: _Footnotes) -> list[str]:
             if cfg.compiled:
                 cold = _timed_cell(r, "cold_compile", notes)
                 warm = _timed_cell(r, "warm_start", notes)
+                if r.get("warm_over_cold") is not None:
+                    warm += f", {100 * r['warm_over_cold']:.1f}% of cold"
             c = r.get("check", {})
             check = c.get("status", "–")
             if check in ("ok", "mismatch"):
