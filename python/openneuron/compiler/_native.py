@@ -33,11 +33,10 @@ def _library():
     return _lib
 
 
-def compile_graph(graph: dict | str, options: dict) -> dict:
-    """`graph`: our JSON graph, as a dict or already as text."""
+def compile_graph(graph_text: str, options: dict) -> dict:
+    """`graph_text`: our JSON graph (serialize.graph_json), as text."""
     lib = _library()
-    text = graph if isinstance(graph, str) else json.dumps(graph)
-    raw = lib.openneuron_compile(text.encode(), json.dumps(options).encode())
+    raw = lib.openneuron_compile(graph_text.encode(), json.dumps(options).encode())
     try:
         text = ctypes.string_at(raw).decode()
     finally:
