@@ -43,6 +43,17 @@ char* openneuron_compile(const char* graph_json, const char* options_json) {
   }
 }
 
+// Returns find_kernel_library's JSON, or {"error": "internal", "message": ...}
+// (an unusable cache directory); the caller frees it with openneuron_free.
+char* openneuron_find_kernel_library(const char* source_digest, const char* options_json) {
+  using namespace openneuron::compiler;
+  try {
+    return copy_out(find_kernel_library(source_digest, options_json ? options_json : ""));
+  } catch (const std::exception& e) {
+    return copy_out(error_json("internal", e.what()));
+  }
+}
+
 void openneuron_free(char* p) { std::free(p); }
 
 }  // extern "C"

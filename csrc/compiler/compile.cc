@@ -33,6 +33,27 @@ KernelCache& cache_for(const CacheOptions& options) {
   return *slot;
 }
 
+CacheOptions cache_options(const Json& options) {
+  CacheOptions co;
+  co.directory = options.get("cache_dir").is_string() ? options.at("cache_dir").as_string() : "/tmp/openneuron-kernels";
+  if (options.get("cache_max_bytes").is_int()) co.max_bytes = options.at("cache_max_bytes").as_int();
+  co.enabled = !options.get("cache_enabled").is_bool() || options.at("cache_enabled").as_bool();
+  return co;
+}
+
+// The kernel library's key: its source's digest, with the code generator and
+// this machine's toolchain and CPU.
+CacheKey kernel_cache_key(const std::string& source_digest) {
+  const Toolchain& tc = toolchain();
+  CacheKey key;
+  key.parts = {{"ir", source_digest},
+               {"codegen", kCodegenVersion},
+               {"compiler", tc.version},
+               {"flags", tc.flags},
+               {"cpu", tc.cpu_features}};
+  return key;
+}
+
 Json exprs_python(const std::vector<Expr>& v) {
   Json out = Json::array();
   for (auto& e : v) out.push(Json::string(e.python()));
@@ -145,23 +166,15 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
   // The shared object, from the persistent cache.
   auto t1 = std::chrono::steady_clock::now();
   if (!kernels.empty()) {
-    const Toolchain& tc = toolchain();
-    CacheOptions co;
-    co.directory = options.get("cache_dir").is_string() ? options.at("cache_dir").as_string() : "/tmp/openneuron-kernels";
-    if (options.get("cache_max_bytes").is_int()) co.max_bytes = options.at("cache_max_bytes").as_int();
-    co.enabled = !options.get("cache_enabled").is_bool() || options.at("cache_enabled").as_bool();
-    CacheKey key;
-    key.parts = {{"ir", sha256_hex(source)},
-                 {"codegen", kCodegenVersion},
-                 {"compiler", tc.version},
-                 {"flags", tc.flags},
-                 {"cpu", tc.cpu_features}};
-    CacheResult r = cache_for(co).get_or_build(
+    const std::string source_digest = sha256_hex(source);
+    const CacheKey key = kernel_cache_key(source_digest);
+    CacheResult r = cache_for(cache_options(options)).get_or_build(
         key, [&](const std::string& tmp) { compile_shared_object(source, tmp); });
     Json cache = Json::object();
     cache.set("hit", Json::boolean(r.hit));
     cache.set("miss_reason", Json::string(r.miss_reason));
     cache.set("key", Json::string(key.digest()));
+    cache.set("source_digest", Json::string(source_digest));
     plan.set("cache", cache);
     plan.set("library", Json::string(r.path));
   }
@@ -279,6 +292,18 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
   plan.set("externs", externs);
   plan.set("stats", stats);
   return plan.dump();
+}
+
+std::string find_kernel_library(const std::string& source_digest, const std::string& options_json) {
+  Json options = options_json.empty() ? Json::object() : Json::parse(options_json);
+  const CacheKey key = kernel_cache_key(source_digest);
+  CacheResult r = cache_for(cache_options(options)).find(key);
+  Json out = Json::object();
+  out.set("hit", Json::boolean(r.hit));
+  out.set("library", Json::string(r.path));
+  out.set("miss_reason", Json::string(r.miss_reason));
+  out.set("key", Json::string(key.digest()));
+  return out.dump();
 }
 
 }  // namespace openneuron::compiler

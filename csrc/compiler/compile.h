@@ -14,6 +14,13 @@ namespace openneuron::compiler {
 // CompileError for broken input or toolchain failures.
 std::string compile_graph(const std::string& graph_json, const std::string& options_json);
 
+// The kernel library that compile_graph built from a source whose digest is
+// `source_digest` (its plan's cache.source_digest), looked up in the kernel
+// cache under this machine's toolchain without lowering or building anything:
+// {"hit": true, "library": path, "key": digest} or {"hit": false,
+// "miss_reason": why, ...}. Options as compile_graph's (cache_* only).
+std::string find_kernel_library(const std::string& source_digest, const std::string& options_json);
+
 // Bumped whenever generated code changes meaning: part of every cache key.
 constexpr const char* kCodegenVersion = "1";
 

@@ -170,6 +170,44 @@ TEST_F(KernelCacheTest, TruncatedMissingOrForeignMetaIsCorrupt) {
   EXPECT_EQ(builds_, 6);
 }
 
+TEST_F(KernelCacheTest, FindServesOnlyValidEntriesAndBuildsNothing) {
+  KernelCache cache(options());
+  const CacheKey key = make_key("kernel A");
+  const CacheResult empty = cache.find(key);
+  EXPECT_FALSE(empty.hit);
+  EXPECT_EQ(empty.path, "");
+  EXPECT_EQ(empty.miss_reason, "cache empty");
+
+  const std::string path = cache.get_or_build(key, writer("artifact A")).path;
+  const std::string meta = dir_ + "/" + key.digest() + ".meta";
+  age(meta, 100);
+  const CacheResult found = cache.find(key);
+  EXPECT_TRUE(found.hit);
+  EXPECT_EQ(found.path, path);
+  EXPECT_EQ(cache.stats().hits, 1u);
+  struct stat st;
+  ASSERT_EQ(stat(meta.c_str(), &st), 0);
+  EXPECT_GT(st.st_mtime, time(nullptr) - 50);  // a use: the LRU clock moves
+
+  EXPECT_NE(cache.find(make_key("kernel B")).miss_reason.find("differs in: ir"), std::string::npos);
+
+  // A corrupt entry is reported, not served and not removed: the build that
+  // follows rebuilds and counts it.
+  write_all(path, "artifact B");
+  const CacheResult corrupt = cache.find(key);
+  EXPECT_FALSE(corrupt.hit);
+  EXPECT_EQ(corrupt.miss_reason, "corrupt entry: artifact sha256 mismatch");
+  EXPECT_TRUE(fs::exists(meta));
+  EXPECT_EQ(cache.get_or_build(key, writer("artifact A")).miss_reason,
+            "corrupt entry rebuilt: artifact sha256 mismatch");
+  EXPECT_EQ(cache.stats().corrupt_rebuilt, 1u);
+  EXPECT_EQ(builds_, 2);
+  EXPECT_TRUE(cache.find(key).hit);
+
+  KernelCache disabled({dir_, 1u << 30, false});
+  EXPECT_EQ(disabled.find(key).miss_reason, "cache disabled");
+}
+
 TEST_F(KernelCacheTest, MissReasonNamesTheDifferingPart) {
   KernelCache cache(options());
   const CacheKey base = make_key("kernel A");

@@ -373,13 +373,7 @@ CacheResult KernelCache::get_or_build(const CacheKey& key, const BuildFn& build)
 
   CacheResult result{artifact, false, ""};
   const Check check = check_entry(base, key);
-  if (check.state == State::kValid) {
-    // The meta's mtime is the LRU clock.
-    if (::utimensat(AT_FDCWD, meta_path.c_str(), nullptr, 0) < 0) fail("cannot touch", meta_path, errno);
-    ++hits_;
-    result.hit = true;
-    return result;
-  }
+  if (check.state == State::kValid) return hit(base);
   ++misses_;
   const bool corrupt = check.state == State::kCorrupt;
   if (corrupt) {
@@ -411,6 +405,25 @@ CacheResult KernelCache::get_or_build(const CacheKey& key, const BuildFn& build)
   if (corrupt) ++corrupt_rebuilt_;
   evict(digest);  // still under our key lock, so no other evictor can take this entry
   return result;
+}
+
+CacheResult KernelCache::find(const CacheKey& key) {
+  if (!options_.enabled) return {"", false, "cache disabled"};
+  const std::string digest = key.digest();
+  const std::string base = entry_base(digest);
+  const Fd lock = std::move(*lock_file(base + ".lock", true));
+  const Check check = check_entry(base, key);
+  if (check.state == State::kValid) return hit(base);
+  return {"", false, check.state == State::kCorrupt ? "corrupt entry: " + check.why : describe_miss(key, digest)};
+}
+
+// A valid entry, found under its key lock.
+CacheResult KernelCache::hit(const std::string& base) {
+  // The meta's mtime is the LRU clock.
+  const std::string meta_path = base + ".meta";
+  if (::utimensat(AT_FDCWD, meta_path.c_str(), nullptr, 0) < 0) fail("cannot touch", meta_path, errno);
+  ++hits_;
+  return {base + ".so", true, ""};
 }
 
 CacheResult KernelCache::build_uncached(const std::string& digest, const BuildFn& build) {

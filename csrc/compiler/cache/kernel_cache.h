@@ -80,6 +80,13 @@ class KernelCache {
   // when this KernelCache is destroyed.
   CacheResult get_or_build(const CacheKey& key, const BuildFn& build);
 
+  // The valid artifact for `key`, built by an earlier get_or_build, without
+  // building: a hit, or a miss with an empty path and the reason ("cache
+  // disabled", "corrupt entry: <why>", or as get_or_build's). Counts hits
+  // only, and removes nothing: the get_or_build that follows a miss counts
+  // it, and rebuilds a corrupt entry.
+  CacheResult find(const CacheKey& key);
+
   // Evicts least-recently-used entries until the total artifact size <= max_bytes.
   // Entries locked by another builder/reader are skipped.
   void enforce_size_cap();
@@ -91,6 +98,7 @@ class KernelCache {
   Stats stats() const;
 
  private:
+  CacheResult hit(const std::string& base);
   CacheResult build_uncached(const std::string& digest, const BuildFn& build);
   void evict(const std::string& keep_digest);
   std::string describe_miss(const CacheKey& key, const std::string& digest) const;

@@ -28,21 +28,35 @@ def _library():
         lib = ctypes.CDLL(library_path())
         lib.openneuron_compile.restype = ctypes.c_void_p
         lib.openneuron_compile.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+        lib.openneuron_find_kernel_library.restype = ctypes.c_void_p
+        lib.openneuron_find_kernel_library.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
         lib.openneuron_free.argtypes = [ctypes.c_void_p]
         _lib = lib
     return _lib
 
 
-def compile_graph(graph_text: str, options: dict) -> dict:
-    """`graph_text`: our JSON graph (serialize.graph_json), as text."""
+def _call(function, *texts: str) -> dict:
+    """The JSON answer of one of the library's functions (text in, text out)."""
     lib = _library()
-    raw = lib.openneuron_compile(graph_text.encode(), json.dumps(options).encode())
+    raw = getattr(lib, function)(*(t.encode() for t in texts))
     try:
-        text = ctypes.string_at(raw).decode()
+        answer = json.loads(ctypes.string_at(raw).decode())
     finally:
         lib.openneuron_free(raw)
-    plan = json.loads(text)
-    if "error" in plan:
-        kind = CompilerUnsupported if plan["error"] == "unsupported" else CompilerError
-        raise kind(plan["message"])
-    return plan
+    if "error" in answer:
+        kind = CompilerUnsupported if answer["error"] == "unsupported" else CompilerError
+        raise kind(answer["message"])
+    return answer
+
+
+def compile_graph(graph_text: str, options: dict) -> dict:
+    """`graph_text`: our JSON graph (serialize.graph_json), as text."""
+    return _call("openneuron_compile", graph_text, json.dumps(options))
+
+
+def find_kernel_library(source_digest: str, options: dict) -> dict:
+    """The kernel library compile_graph built from a source with this digest
+    (its plan's cache.source_digest), from the kernel cache under this
+    machine's toolchain, verified, without lowering: {"hit": True,
+    "library": path, ...} or {"hit": False, "miss_reason": why, ...}."""
+    return _call("openneuron_find_kernel_library", source_digest, json.dumps(options))

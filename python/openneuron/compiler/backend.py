@@ -260,9 +260,9 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "forw
     if constants:
         fn = _with_constants(fn, constants)
     if s.saves_graphs:
-        fn = precompile.output_code(fn, name=name, source=source, globals_=builder.globals, graph=graph_text,
-                                    options=options, plan=plan, handles_labels=labels, device=device,
-                                    lifted=constants)
+        fn = precompile.output_code(fn, name=name, source=source, program=builder.program, globals_=builder.globals,
+                                    graph=graph_text, options=options, plan=plan, handles_labels=labels,
+                                    device=device, lifted=constants)
     elapsed = time.perf_counter() - t0
     cache = plan.get("cache")
     metrics.record_graph(plan, elapsed)

@@ -21,8 +21,11 @@ half-way.
 import dataclasses
 import functools
 import hashlib
+import importlib.util
 import io
 import itertools
+import logging
+import marshal
 import os
 import pickle
 import random
@@ -38,6 +41,11 @@ from . import _native, metrics, precompile_entries, precompile_guards
 from .precompile_entries import SavedByAnotherBuild
 from .config import settings
 from .wrapper import wrapper_globals
+
+log = logging.getLogger("openneuron.compiler")
+# Compiled wrapper programs are saved as this interpreter's bytecode, behind
+# its magic number: another Python compiles the source again.
+_BYTECODE_MAGIC = importlib.util.MAGIC_NUMBER
 
 
 def _resolve_op(name):
@@ -72,11 +80,13 @@ class NeuronOutputCode(OutputCode):
 
     name: str = ""
     source: str = ""                  # the wrapper program (wrapper.py)
+    bytecode: bytes = b""             # it compiled: magic number + marshal (compiling it again
+                                      # costs ~10 ms a graph at every warm start)
     constants: bytes = b""            # its constants and lifted tensors, pickled
     graph: str = ""                   # our JSON graph, to rebuild a lost library (as text:
                                       # loading copies each graph twice, and a dict is slow to copy)
     options: dict = None              # the compile options it was built with
-    library: str = ""
+    plan: dict = None                 # what a loaded graph needs of its plan (saved_plan())
     kernels: list = None              # [(step name, profiler label)]
     device_index: int = 0
     error: str = ""                   # why this graph cannot be saved ("" = it can)
@@ -113,13 +123,16 @@ class NeuronOutputCode(OutputCode):
         """What the saved data itself could make fail: its constants and its
         wrapper program."""
         values, lifted = pickle.loads(self.constants)
-        return values, lifted, compile(self.source, f"<openneuron {self.name}>", "exec")
+        if self.bytecode.startswith(_BYTECODE_MAGIC):
+            program = marshal.loads(self.bytecode[len(_BYTECODE_MAGIC):])
+        else:
+            program = compile(self.source, f"<openneuron {self.name}>", "exec")
+        return values, lifted, program
 
     def _load(self):
-        """The wrapper, with its kernels from our kernel cache: the stored
-        graph is compiled again (lowering is cheap; the cache verifies the
-        library, or rebuilds it when evicted or corrupt, never loads it
-        unchecked), and warns (or, strict, raises) and counts as a compile."""
+        """The wrapper, with its kernels from our kernel cache (which verifies
+        the library, never loads it unchecked); warns (or, strict, raises)
+        for the ops it runs through eager kernels, and counts as a compile."""
         from .backend import _with_constants, report_fallbacks
 
         values, lifted, program = self.__dict__.pop("_prepared", None) or self._prepare()
@@ -127,7 +140,7 @@ class NeuronOutputCode(OutputCode):
         s = settings()
         options = {**self.options, "cache_dir": s.cache_dir, "cache_enabled": s.cache_enabled,
                    "cache_max_bytes": s.cache_max_bytes}
-        plan = _native.compile_graph(self.graph, options)
+        plan = self._plan(options)
         report_fallbacks(self.name, plan["fallbacks"])
         handles = self._handles(plan.get("library", ""))
         scope = {**wrapper_globals(torch.device("neuron", self.device_index)), **values, "_k": handles}
@@ -137,20 +150,46 @@ class NeuronOutputCode(OutputCode):
         metrics.record_graph(plan, time.perf_counter() - t0, loaded=True)
         return _with_constants(fn, lifted) if lifted else fn
 
+    def _plan(self, options):
+        """The saved plan with its kernel library from the kernel cache; when
+        the library is not there (evicted, corrupt, another toolchain), the
+        stored graph is lowered and its library built again."""
+        saved = self.plan
+        if saved is not None and not saved["source_digest"]:  # no generated kernels
+            return {**saved, "library": ""}
+        if saved is not None:
+            found = _native.find_kernel_library(saved["source_digest"], options)
+            if found["hit"]:
+                return {**saved, "library": found["library"], "cache": {"hit": True, "key": found["key"]}}
+            log.info("openneuron: the kernel library of graph %s is built again: %s", self.name,
+                     found["miss_reason"])
+        return _native.compile_graph(self.graph, options)
+
     def _handles(self, library):
         return {step: _C._compiled_kernel(library, step, self.device_index, label)
                 for step, label in self.kernels}
 
 
-def output_code(fn, *, name, source, globals_, graph, options, plan, handles_labels, device, lifted):
+def saved_plan(plan):
+    """What a loaded graph needs of its compile plan besides the wrapper: the
+    ops it runs through eager kernels (warned about again), its metrics, and
+    the digest its kernel library is found by."""
+    stats = plan.get("stats", {})
+    return {"fallbacks": plan["fallbacks"], "externs": plan.get("externs", []),
+            "stats": {k: stats[k] for k in ("kernels", "kernel_launches", "buffers_reused") if k in stats},
+            "source_digest": plan.get("cache", {}).get("source_digest", "")}
+
+
+def output_code(fn, *, name, source, program, globals_, graph, options, plan, handles_labels, device, lifted):
     """`fn` (the built wrapper) as a NeuronOutputCode."""
     values = {k: v for k, v in globals_.items() if k.startswith("_c")}
     try:
         blob, error = _dumps((values, lifted)), ""
     except Exception as e:  # noqa: BLE001 -- an unpicklable constant: usable, not savable
         blob, error = b"", f"{type(e).__name__}: {e}"
-    code = NeuronOutputCode(name=name, source=source, constants=blob, graph=graph, options=options,
-                            library=plan.get("library", ""), kernels=handles_labels,
+    code = NeuronOutputCode(name=name, source=source, bytecode=_BYTECODE_MAGIC + marshal.dumps(program),
+                            constants=blob, graph=graph, options=options, plan=saved_plan(plan),
+                            kernels=handles_labels,
                             device_index=device.index or 0, error=error, code_tag=code_tag())
     code._fn = fn
     code._boxed_call = True

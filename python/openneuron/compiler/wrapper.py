@@ -269,7 +269,8 @@ class WrapperBuilder:
         source = "\n".join(self.lines) + "\n"
         self.globals["_k"] = kernel_handles
         scope = dict(self.globals)
-        exec(compile(source, f"<openneuron {self.name}>", "exec"), scope)
+        self.program = compile(source, f"<openneuron {self.name}>", "exec")  # saved with the graph
+        exec(self.program, scope)
         fn = scope[self.name]
         fn._boxed_call = True
         return fn, source
