@@ -359,7 +359,7 @@ def write_markdown(data: dict, path: str) -> str:
         "(its peak RSS minus its RSS at start).",
         "- cold compile: the torch.compile calls and first call in a new process with an empty "
         "TORCHINDUCTOR_CACHE_DIR (and OPENNEURON_COMPILE_CACHE_DIR); warm start: the same in a new process with "
-        "those caches populated (a saved frame is loaded by torch.compile, so that call is counted). Both include "
+        f"those caches populated (median of {s.get('warm_starts', 1)} such processes; a saved frame is loaded by torch.compile, so that call is counted). Both include "
         "tracing, when any, and one step, not the import of torch._dynamo (done by the probe server, like the other libraries); ratio: in cpu-eager steps of this workload. Peak RSS of a compiled configuration is the warm-start process's.",
         "- check: the first two steps' outputs against cpu eager's (allclose; `exact` when bit-identical).",
         "",

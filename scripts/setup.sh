@@ -30,4 +30,8 @@ $PY -m pip install -q "scikit-build-core>=0.10" ninja "cmake>=3.25" numpy pytest
 echo "[setup] building OpenNeuron (incremental)"
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 $PY -m pip install -q --no-build-isolation --no-deps -e .
+# Bytecode for our Python sources, as a wheel install compiles at install time:
+# the editable tree is never written to when PYTHONDONTWRITEBYTECODE is set, so
+# every process (each torchrun rank, each warm start) would compile them again.
+$PY -m compileall -q python/openneuron >/dev/null
 $PY -c "import torch; assert torch.neuron.is_available(); print('[setup] neuron devices:', torch.neuron.device_count())"
