@@ -219,6 +219,51 @@ def test_saved_frame_missing_a_global_is_compiled_afresh(tmp_path):
     assert "reads globals this process lacks: ___module_collections" in proc.stderr
 
 
+FORKED_SCRIPT = """
+import json, os
+import torch
+from dict_model import Net
+
+
+def in_forked_child(batch_sizes):
+    # Forked, as a probe server's children or a forking launcher's workers
+    # are: every module object has the same id() in each process.
+    pid = os.fork()
+    if pid == 0:
+        status = 0
+        try:
+            torch.manual_seed(0)
+            net = Net().to("neuron")
+            compiled = torch.compile(net, backend="neuron")
+            for n in batch_sizes:
+                x = torch.randn(n, 8, device="neuron")
+                assert torch.allclose(compiled(x)["y"], net(x)["y"])
+        except BaseException as e:  # noqa: BLE001
+            print(f"{type(e).__name__}: {e}", flush=True)
+            status = 1
+        os._exit(status)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+print(json.dumps({"cold": in_forked_child([4]), "warm": in_forked_child([4, 7])}))
+"""
+
+
+def test_recompile_after_loading_in_a_forked_process(tmp_path):
+    """A loaded frame installs the globals its code reads under the names
+    Dynamo gave them, which PyTorch 2.13 makes from the object's id() and a
+    per-process compile counter that starts at 0; in a process forked from
+    the same parent as the one that saved the frame (same ids), the first
+    compile after the load (a new shape) made the same name and failed
+    ("Name '___module_collections_..._c0' already exists in scope")."""
+    (tmp_path / "dict_model.py").write_text(DICT_MODEL)
+    env = {"OPENNEURON_COMPILE_PRECOMPILE": "1", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "torch_cache"),
+           "OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path / "kernels")}
+    proc = run_python(FORKED_SCRIPT, env=env, script_dir=tmp_path, timeout=240)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result == {"cold": 0, "warm": 0}, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
 DECORATORS = """
 import functools
 

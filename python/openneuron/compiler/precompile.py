@@ -240,12 +240,17 @@ def enable():
         return
     _enabled = True
     import torch._dynamo.bytecode_transformation as bytecode
+    import torch._dynamo.output_graph as output_graph
 
     torch._dynamo.config.caching_precompile = True
-    # PyTorch 2.13 numbers the globals a loaded frame installs from 0 in
-    # every process, so a recompile after a warm load collides with them
-    # ("Name '__builtins_dict___0' already exists"); start elsewhere.
+    # PyTorch 2.13 names the globals a compiled frame installs with counters
+    # that start at 0 in every process (`__builtins_dict___0`, and
+    # `___module_collections_<id>_c0` with the object's id(), the same in
+    # processes forked from one parent), so the first compile after a warm
+    # load collides with the loaded frame's ("Name ... already exists in
+    # scope"); start both elsewhere.
     bytecode._unique_id_counter = itertools.count(random.randrange(1 << 40))
+    output_graph._compile_id_counter = itertools.count(random.randrange(1 << 40))
     _tolerate_missing_grads()
     precompile_guards.install()
     _save_decorated_functions_by_their_globals()
