@@ -154,15 +154,13 @@ class NeuronOutputCode(OutputCode):
         """The saved plan with its kernel library from the kernel cache; when
         the library is not there (evicted, corrupt, another toolchain), the
         stored graph is lowered and its library built again."""
-        saved = self.plan
-        if saved is not None and not saved["source_digest"]:  # no generated kernels
+        saved = self.plan  # always there: graphs saved by another build are not loaded (code_tag)
+        if not saved["source_digest"]:  # no generated kernels
             return {**saved, "library": ""}
-        if saved is not None:
-            found = _native.find_kernel_library(saved["source_digest"], options)
-            if found["hit"]:
-                return {**saved, "library": found["library"], "cache": {"hit": True, "key": found["key"]}}
-            log.info("openneuron: the kernel library of graph %s is built again: %s", self.name,
-                     found["miss_reason"])
+        found = _native.find_kernel_library(saved["source_digest"], options)
+        if found["hit"]:
+            return {**saved, "library": found["library"], "cache": {"hit": True, "key": found["key"]}}
+        log.info("openneuron: the kernel library of graph %s is built again: %s", self.name, found["miss_reason"])
         return _native.compile_graph(self.graph, options)
 
     def _handles(self, library):
