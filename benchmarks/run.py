@@ -125,6 +125,7 @@ def main(argv=None) -> int:
         target_s=args.target_s or (0.03 if quick else 0.4),
     )
     probe_steps = args.probe_steps or (1 if quick else 3)
+    warm_starts = max(1, args.warm_starts)
     wls = workloads.all_workloads(quick)
     if args.only:
         wanted = [w.strip() for w in args.only.split(",") if w.strip()]
@@ -152,7 +153,7 @@ def main(argv=None) -> int:
         return out
 
     plans = {wl.name: plan(wl) for wl in wls}
-    total = sum(sum((2 + max(1, args.warm_starts) if harness.CONFIG_BY_KEY[k].compiled else 2) for k, v in plans[wl.name].items() if v is None)
+    total = sum(sum((2 + warm_starts if harness.CONFIG_BY_KEY[k].compiled else 2) for k, v in plans[wl.name].items() if v is None)
                 + opts.repeats for wl in wls)
     os.makedirs(args.out, exist_ok=True)
     log_dir = os.path.join(args.out, "logs")
@@ -184,7 +185,7 @@ def main(argv=None) -> int:
                     progress.step(f"{wl.name} · {cfg.key} · cold compile")
                     cold = servers.run(wl, cfg, cache_dir=d, tag="cold", timeout=1200)
                     warms = []
-                    for n in range(max(1, args.warm_starts)):
+                    for n in range(warm_starts):
                         progress.step(f"{wl.name} · {cfg.key} · warm start {n + 1}")
                         warms.append(servers.run(wl, cfg, cache_dir=d, tag=f"warm{n}", timeout=900))
                     probes[cfg.key] = (cold, _median_probe(warms))
@@ -225,7 +226,7 @@ def main(argv=None) -> int:
         "elapsed_s": time.monotonic() - t_start,
         "machine": report.machine_info(),
         "load": load,
-        "settings": {**vars(opts), "probe_steps": probe_steps, "warm_starts": max(1, args.warm_starts),
+        "settings": {**vars(opts), "probe_steps": probe_steps, "warm_starts": warm_starts,
                      "configs": sorted(selected)},
         "configs": [{"key": c.key, "label": c.label, "device": c.device, "backend": c.backend,
                      "available": unavailable[c.key] is None, "reason": unavailable[c.key]}
