@@ -489,3 +489,90 @@ def test_saved_wrapper_bytecode_is_used_only_by_the_same_python():
     assert run(precompile._BYTECODE_MAGIC + marshal.dumps(saved)) == "from bytecode"
     assert run(b"\x00\x00\r\n" + marshal.dumps(saved)) == "from source"
     assert run(b"") == "from source"
+
+
+PROPERTY_MODEL = """
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    @property
+    def scale(self):  # compiled as a frame of its own (graph break); its code has no importable name
+        print("", end="")
+        return 2.0
+
+    def forward(self, x):
+        h = self.lin(x).relu()
+        torch._dynamo.graph_break()  # the first part is saved; the rest runs scale's frame
+        return h * self.scale + 1
+"""
+
+PROPERTY_SCRIPT = """
+import json
+import torch
+from torch._dynamo.utils import counters
+from property_model import Net
+
+torch.manual_seed(0)
+net = Net().to("neuron")
+x = torch.randn(4, 8, device="neuron")
+y = torch.compile(net, backend="neuron")(x)
+y.sum().backward()
+grads = [p.grad.clone() for p in net.parameters()]
+net.zero_grad()
+eager = net(x)
+eager.sum().backward()
+ok = torch.allclose(y, eager, atol=1e-6) and all(
+    torch.allclose(p.grad, g, atol=1e-6) for p, g in zip(net.parameters(), grads))
+print(json.dumps({"ok": ok, "cache": dict(counters["dynamo_cache"])}))
+"""
+
+
+def test_frame_whose_code_cannot_be_named_compiles_unsaved(tmp_path):
+    """PyTorch 2.13 fails the whole compile when a frame's code has no name
+    it can save (PackageError "Cannot resolve a fully qualified name", as
+    transformers' `loss_function` property with `labels=`): such a frame is
+    compiled without saving it, cold and warm, and the rest still loads."""
+    (tmp_path / "property_model.py").write_text(PROPERTY_MODEL)
+    results = cold_then_warm(tmp_path, PROPERTY_SCRIPT)
+    assert results["warm"]["cache"].get("dynamo_cache_hit", 0) >= 1, results
+
+
+def test_other_backends_compile_as_pytorch_does_after_ours(tmp_path):
+    """Our saved frames are ours alone: after a neuron compile,
+    Dynamo's process-wide caching_precompile is as the user left it, and
+    backend="eager" and Inductor compile the same model on the CPU (with
+    saved frames on for them, the unnamable property above fails their
+    compile) without saving frames."""
+    (tmp_path / "property_model.py").write_text(PROPERTY_MODEL)
+    proc = run_python("""
+        import json, os
+        import torch
+        from property_model import Net
+
+        torch.manual_seed(0)
+        net = Net().to("neuron")
+        x = torch.randn(4, 8, device="neuron")
+        torch.compile(net, backend="neuron")(x).sum().backward()
+        flag_after_ours = torch._dynamo.config.caching_precompile
+        saved = os.listdir(os.path.join(os.environ["TORCHINDUCTOR_CACHE_DIR"], "dynamo"))
+        cpu = Net()
+        xc = torch.randn(4, 8)
+        ok = {}
+        for backend in ("eager", "inductor"):
+            torch._dynamo.reset()
+            y = torch.compile(cpu, backend=backend)(xc)
+            y.sum().backward()
+            ok[backend] = bool(torch.allclose(y, cpu(xc), atol=1e-5))
+        after = os.listdir(os.path.join(os.environ["TORCHINDUCTOR_CACHE_DIR"], "dynamo"))
+        print(json.dumps({"flag": flag_after_ours, "ok": ok, "saved": len(saved), "after": len(after)}))
+    """, env={"OPENNEURON_COMPILE_PRECOMPILE": "1", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "torch_cache"),
+              "OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path / "kernels")}, script_dir=tmp_path, timeout=240)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["flag"] is False, result
+    assert result["ok"] == {"eager": True, "inductor": True}, (result, proc.stderr[-2000:])
+    assert result["saved"] >= 1 and result["after"] == result["saved"], result

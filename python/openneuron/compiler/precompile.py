@@ -9,11 +9,11 @@ constants and the kernel library's path, saved through AOTAutograd's
 bundled cache and rebuilt in the new process by one `exec`.
 
 PyTorch marks `caching_precompile` experimental: it is process-wide and, on
-its own, drops identity guards from every compile; precompile_guards.py keeps
-them, saves them where it can, and checks on load that what a saved entry's
-guards saw through modules and classes is still there. precompile_entries.py
-decides when entries are written (after each compile, under
-TORCHINDUCTOR_CACHE_DIR/dynamo), used or passed over. A kernel library
+its own, drops identity guards from every compile. Our patches of it live in
+openneuron/_torch_patches/: the switch is on only around our own compiles
+(precompile_scope.py), identity guards are kept and saved where they can be
+(precompile_guards.py), and entries are written after each compile (under
+TORCHINDUCTOR_CACHE_DIR/dynamo), used or passed over (precompile_entries.py). A kernel library
 missing from our kernel cache is rebuilt from the stored graph, never loaded
 half-way.
 """
@@ -23,22 +23,18 @@ import functools
 import hashlib
 import importlib.util
 import io
-import itertools
 import logging
 import marshal
 import os
 import pickle
-import random
-import sys
 import time
-import types
 
 import torch
 from torch._inductor.output_code import OutputCode
 
 from .. import _C
-from . import _native, metrics, precompile_entries, precompile_guards
-from .precompile_entries import SavedByAnotherBuild
+from .._torch_patches.precompile_entries import SavedByAnotherBuild
+from . import _native, metrics
 from .config import settings
 from .wrapper import wrapper_globals
 
@@ -208,12 +204,14 @@ def eager_output_code(gm):
 
 @functools.cache
 def code_tag():
-    """Our compiler library and Python sources, which generated a saved
-    graph's wrapper (decompositions (foreach, pooling), the serializer and the
+    """Our compiler library and Python sources (the compiler's and the
+    PyTorch patches'), which generated a saved graph's wrapper (decompositions (foreach, pooling), the serializer and the
     wrapper all shape what is saved)."""
     digest = hashlib.sha256()
     here = os.path.dirname(__file__)
-    sources = sorted(os.path.join(here, f) for f in os.listdir(here) if f.endswith(".py"))
+    patches = os.path.join(os.path.dirname(here), "_torch_patches")
+    sources = sorted(os.path.join(folder, f) for folder in (here, patches)
+                     for f in os.listdir(folder) if f.endswith(".py"))
     for path in (_native.library_path(), *sources):
         with open(path, "rb") as f:
             digest.update(f.read())
@@ -228,101 +226,9 @@ def cache_tag(decomposition_names):
     return "openneuron-" + digest.hexdigest()[:32]
 
 
-_enabled = False
-
-
 def enable():
-    """Turns on Dynamo's precompile cache for this process (idempotent)."""
-    global _enabled
-    if _enabled:
-        return
-    _enabled = True
-    import torch._dynamo.bytecode_transformation as bytecode
-    import torch._dynamo.output_graph as output_graph
+    """Dynamo's saved frames for torch.compile(backend="neuron") (idempotent;
+    the patches act only around our own compiles: _torch_patches/)."""
+    from .._torch_patches import precompile_package
 
-    torch._dynamo.config.caching_precompile = True
-    # PyTorch 2.13 names the globals a compiled frame installs with counters
-    # that start at 0 in every process (`__builtins_dict___0`, and
-    # `___module_collections_<id>_c0` with the object's id(), the same in
-    # processes forked from one parent), so the first compile after a warm
-    # load collides with the loaded frame's ("Name ... already exists in
-    # scope"); start both elsewhere.
-    bytecode._unique_id_counter = itertools.count(random.randrange(1 << 40))
-    output_graph._compile_id_counter = itertools.count(random.randrange(1 << 40))
-    _tolerate_missing_grads()
-    precompile_guards.install()
-    _save_decorated_functions_by_their_globals()
-    _save_module_globals()
-    precompile_entries.install()
-
-
-def _save_decorated_functions_by_their_globals():
-    """PyTorch 2.13 files the compiled function under its ``__module__``, which
-    ``functools.wraps`` copies from the function a decorator wraps: the frame
-    of a decorated forward (every transformers model) is then saved with, and
-    its guards and compiled graphs installed into, the wrong module, and a
-    warm process never uses it. Use the module whose globals the code runs in."""
-    from torch._dynamo.package import CompilePackage
-
-    original = CompilePackage._add_function
-    if getattr(original, "_openneuron", False):
-        return
-
-    @functools.wraps(original)
-    def add_function(self, python_code, python_module, *args, **kwargs):
-        fn = self._innermost_fn
-        if fn is not None and python_code is getattr(fn, "__code__", None):
-            python_module = fn.__globals__.get("__name__", python_module)
-        return original(self, python_code, python_module, *args, **kwargs)
-
-    add_function._openneuron = True
-    CompilePackage._add_function = add_function
-
-
-def _save_module_globals():
-    """PyTorch 2.13's compiled code and guards reach some modules through a
-    global Dynamo installs under a name made from the object's id
-    (``___module_collections_<id>_c<n>``, to build the OrderedDict every
-    transformers ModelOutput is; ``_<id>_c<n>`` for ``torch``), but it does not
-    save those globals with the frame. Record each such module as one of the
-    frame's import sources, which are saved and imported again, by the
-    module's full name, before the frame is installed."""
-    from torch._dynamo.output_graph import OutputGraph
-
-    original = OutputGraph.install_global_by_id
-    if getattr(original, "_openneuron", False):
-        return
-
-    @functools.wraps(original)
-    def install_global_by_id(self, prefix, value):
-        name = original(self, prefix, value)
-        if isinstance(value, types.ModuleType) and sys.modules.get(value.__name__) is value:
-            self.import_sources[name] = value.__name__
-            package = getattr(self.root_tx, "package", None)
-            if package is not None:
-                package.add_import_source(name, value.__name__)
-        return name
-
-    install_global_by_id._openneuron = True
-    OutputGraph.install_global_by_id = install_global_by_id
-
-
-def _tolerate_missing_grads():
-    """PyTorch 2.13 saves a guarded tensor's .grad as a placeholder when the
-    grad itself is not guarded (a parameter after backward), then fails to
-    load it ("assigned grad expected to be a Tensor"); load such a grad as
-    None, which is what an unguarded grad means."""
-    from torch._dynamo import guards
-
-    pickler = guards.GuardsStatePickler
-    original = pickler._unpickle_tensor.__func__
-
-    def unpickle_tensor(cls, meta_tensor, device, pytype, dispatch_keys_raw, grad):
-        if grad is not None and not isinstance(grad, torch.Tensor):
-            grad = None
-        return original(cls, meta_tensor, device, pytype, dispatch_keys_raw, grad)
-
-    # Saved states name the loader by attribute: keep its name.
-    unpickle_tensor.__name__ = original.__name__
-    unpickle_tensor.__qualname__ = original.__qualname__
-    pickler._unpickle_tensor = classmethod(unpickle_tensor)
+    precompile_package.install()

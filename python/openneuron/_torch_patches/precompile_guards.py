@@ -22,7 +22,6 @@ as well, when the object they name can be found again in a new process:
 """
 
 import enum
-import functools
 import hashlib
 import importlib
 import inspect
@@ -32,6 +31,10 @@ import types
 
 import torch
 
+from . import replace, require_torch
+from .precompile_scope import active
+
+require_torch(__name__)
 log = logging.getLogger("openneuron.compiler")
 
 # Guard types whose check is "this is that object": saved when the object has a name.
@@ -243,93 +246,97 @@ def _value_checks(check_fn_manager, builder, sorted_guards, output_graph):
 
 
 def install():
-    """Patches Dynamo (idempotent): complete live guards, identity guards
-    saved and checked on load, functions saved by name and code."""
+    """Patches Dynamo (idempotent), for our compiles only (precompile_scope.active()):
+    complete live guards, identity guards saved and checked on load,
+    functions saved by name and code."""
     from torch._dynamo import guards, package
-
-    manager = guards.CheckFunctionManager
-    if getattr(manager.__init__, "_openneuron", False):
-        return
-
-    original_init = manager.__init__
-
-    @functools.wraps(original_init)
-    def __init__(self, *args, **kwargs):
-        # caching_precompile only decides, here, to drop identity guards.
-        with torch._dynamo.config.patch(caching_precompile=False):
-            original_init(self, *args, **kwargs)
-
-    __init__._openneuron = True
-    manager.__init__ = __init__
-    manager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES = tuple(
-        t for t in manager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES if t not in IDENTITY_GUARDS)
-
-    original_serialize = manager.serialize_guards
-
-    @functools.wraps(original_serialize)
-    def serialize_guards(self, builder, sorted_guards, output_graph):
-        checks, unsavable = _value_checks(self, builder, sorted_guards, output_graph)
-        if unsavable:
-            # PyTorch 2.13 fails the compile when this raises: leave the frame
-            # unsaved instead (a bypassed entry is never installed, so the
-            # guards saved below, without identity guards, are never used).
-            output_graph.bypass_package(unsavable)
-            sorted_guards = [g for g in sorted_guards if not _is_identity_guard(g)]
-        self._openneuron_value_checks = checks
-        try:
-            return original_serialize(self, builder, sorted_guards, output_graph)
-        except Exception as e:  # noqa: BLE001 -- an unpicklable guard value: never fail the compile
-            if unsavable:
-                return b""
-            output_graph.bypass_package(f"guards cannot be saved ({type(e).__name__}: {e})")
-            return b""  # a bypassed entry's guards are never loaded
-
-    manager.serialize_guards = serialize_guards
-
-    original_pickle = guards.pickle_guards_state
-
-    @functools.wraps(original_pickle)
-    def pickle_guards_state(state, builder):
-        state.openneuron_value_checks = getattr(builder.check_fn_manager, "_openneuron_value_checks", [])
-        return original_pickle(state, builder)
-
-    guards.pickle_guards_state = pickle_guards_state
-
-    original_load = package.load_guard_manager
-
-    @functools.wraps(original_load)
-    def load_guard_manager(guards_state, target_code, runtime_global_scope):
-        stale = _changed_value(guards_state, runtime_global_scope, guards._get_closure_vars())
-        if stale:
-            log.info("openneuron: a saved compiled entry of %s is not loaded: %s", target_code.co_name, stale)
-            return _STALE
-        return original_load(guards_state, target_code, runtime_global_scope)
-
-    package.load_guard_manager = load_guard_manager
-
-    # A stale entry is left out; the frame's other saved entries still load.
     from torch._C._dynamo import eval_frame
 
-    original_install_entry = eval_frame._load_precompile_entry
+    manager = guards.CheckFunctionManager
+    savable_identity_guards = tuple(
+        t for t in manager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES if t not in IDENTITY_GUARDS)
 
-    def load_precompile_entry(code, guard_manager, dynamo_code):
-        if guard_manager is not _STALE:
-            original_install_entry(code, guard_manager, dynamo_code)
+    def keep_identity_guards(original_init):
+        def __init__(self, *args, **kwargs):
+            if not active():
+                return original_init(self, *args, **kwargs)
+            # caching_precompile only decides, here, to drop identity guards.
+            with torch._dynamo.config.patch(caching_precompile=False):
+                original_init(self, *args, **kwargs)
 
-    eval_frame._load_precompile_entry = load_precompile_entry
+        return __init__
 
-    pickler = guards.GuardsStatePickler
-    original_reduce = pickler.reducer_override
+    def save_identity_guards(original_serialize):
+        def serialize_guards(self, builder, sorted_guards, output_graph):
+            if not active():
+                return original_serialize(self, builder, sorted_guards, output_graph)
+            checks, unsavable = _value_checks(self, builder, sorted_guards, output_graph)
+            if unsavable:
+                # PyTorch 2.13 fails the compile when this raises: leave the frame
+                # unsaved instead (a bypassed entry is never installed, so the
+                # guards saved below, without identity guards, are never used).
+                output_graph.bypass_package(unsavable)
+                sorted_guards = [g for g in sorted_guards if not _is_identity_guard(g)]
+            self._openneuron_value_checks = checks
+            unsupported = manager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES
+            manager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES = savable_identity_guards
+            try:
+                return original_serialize(self, builder, sorted_guards, output_graph)
+            except Exception as e:  # noqa: BLE001 -- an unpicklable guard value: never fail the compile
+                if unsavable:
+                    return b""
+                output_graph.bypass_package(f"guards cannot be saved ({type(e).__name__}: {e})")
+                return b""  # a bypassed entry's guards are never loaded
+            finally:
+                manager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES = unsupported
 
-    @functools.wraps(original_reduce)
-    def reducer_override(self, obj):
-        result = original_reduce(self, obj)
-        placeholder = isinstance(result, tuple) and result[0] is guards._Missing
-        # (_load_function itself is pickled by reference, as usual.)
-        if inspect.isfunction(obj) and obj is not _load_function and (result is NotImplemented or placeholder):
-            description = identity(obj)
-            if description is not None:
-                return _load_function, (description,)
-        return result
+        return serialize_guards
 
-    pickler.reducer_override = reducer_override
+    def with_value_checks(original_pickle):
+        def pickle_guards_state(state, builder):
+            if active():
+                state.openneuron_value_checks = getattr(builder.check_fn_manager, "_openneuron_value_checks", [])
+            return original_pickle(state, builder)
+
+        return pickle_guards_state
+
+    def unless_stale(original_load):
+        def load_guard_manager(guards_state, target_code, runtime_global_scope):
+            if active():
+                stale = _changed_value(guards_state, runtime_global_scope, guards._get_closure_vars())
+                if stale:
+                    log.info("openneuron: a saved compiled entry of %s is not loaded: %s", target_code.co_name, stale)
+                    return _STALE
+            return original_load(guards_state, target_code, runtime_global_scope)
+
+        return load_guard_manager
+
+    # A stale entry is left out; the frame's other saved entries still load.
+    def skip_stale(original_install_entry):
+        def load_precompile_entry(code, guard_manager, dynamo_code):
+            if guard_manager is not _STALE:
+                original_install_entry(code, guard_manager, dynamo_code)
+
+        return load_precompile_entry
+
+    def functions_by_name(original_reduce):
+        def reducer_override(self, obj):
+            result = original_reduce(self, obj)
+            if not active():
+                return result
+            placeholder = isinstance(result, tuple) and result[0] is guards._Missing
+            # (_load_function itself is pickled by reference, as usual.)
+            if inspect.isfunction(obj) and obj is not _load_function and (result is NotImplemented or placeholder):
+                description = identity(obj)
+                if description is not None:
+                    return _load_function, (description,)
+            return result
+
+        return reducer_override
+
+    replace(manager, "__init__", keep_identity_guards)
+    replace(manager, "serialize_guards", save_identity_guards)
+    replace(guards, "pickle_guards_state", with_value_checks)
+    replace(package, "load_guard_manager", unless_stale)
+    replace(eval_frame, "_load_precompile_entry", skip_stale)
+    replace(guards.GuardsStatePickler, "reducer_override", functions_by_name)

@@ -24,7 +24,12 @@ import types
 
 import torch
 
-from .config import settings
+from openneuron.compiler.config import settings
+
+from . import replace, require_torch
+from .precompile_scope import active
+
+require_torch(__name__)
 
 log = logging.getLogger("openneuron.compiler")
 
@@ -131,83 +136,96 @@ def _load_or_pass_over():
     from torch._dynamo.package import CompilePackage, DynamoCache
 
     initialize = CompilePackage.initialize
-    install = CompilePackage.install
-    if getattr(install, "_openneuron", False):
+    if getattr(initialize, "_openneuron_patch", False):
         return
     load = DynamoCache.load
 
     def load_saved(fn):
+        if not active():
+            return load(fn)
         if _without_code(fn):
             return None
-        with _gc_paused():
-            return load(fn)
+        try:
+            with _gc_paused():
+                return load(fn)
+        except Exception as e:  # noqa: BLE001 -- an unreadable saved frame: compile it
+            log.info("openneuron: the saved frame of %s cannot be read (%s: %s); compiling it",
+                     getattr(fn, "__qualname__", fn), type(e).__name__, e)
+            return None
 
     DynamoCache.load = load_saved
 
-    def initialize_from_saved(self, fn, dynamo=None, ignore_inlined_sources=False):
-        if _without_code(fn):
-            # torch.compile(torch.matmul): Dynamo compiles it through
-            # wrap_inline's shared code, which PyTorch 2.13 only does after
-            # this (its own initialize fails on the builtin). Such a function
-            # is neither loaded nor saved.
-            from torch._dynamo.external_utils import wrap_inline
-
-            initialize(self, wrap_inline(fn), None, ignore_inlined_sources)
-            self._openneuron_unsaved = True
-            return None
-        if dynamo is None:
-            return initialize(self, fn, dynamo, ignore_inlined_sources)
-        # Dynamo's switch stays on for the process once on; ours is read now.
-        reason = "" if settings().precompile else "saved frames are off in this process's settings"
-        reason = reason or _entry_of_another_function(fn, dynamo)
-        if not reason:
-            try:
+    def used_or_passed_over(initialize):
+        def initialize_from_saved(self, fn, dynamo=None, ignore_inlined_sources=False):
+            if not active():
                 return initialize(self, fn, dynamo, ignore_inlined_sources)
-            except Exception as e:  # noqa: BLE001 -- sources changed, other versions: compile
-                reason = f"{type(e).__name__}: {e}"
-        log.info("openneuron: the saved frame of %s is not used (%s); compiling it",
-                 getattr(fn, "__qualname__", fn), reason)
-        _start_fresh(self, fn, initialize)
+            if _without_code(fn):
+                # torch.compile(torch.matmul): Dynamo compiles it through
+                # wrap_inline's shared code, which PyTorch 2.13 only does after
+                # this (its own initialize fails on the builtin). Such a function
+                # is neither loaded nor saved.
+                from torch._dynamo.external_utils import wrap_inline
 
-    def install_saved(self, backends):
-        if self.__dict__.pop("_openneuron_nothing_to_install", False):
-            return
-        try:
-            with _gc_paused():
-                install(self, backends)
-            missing = sorted(_missing_globals(self))
-            # PyTorch 2.13 does not save every global its code reads: the
-            # frame would raise NameError mid-call.
-            if missing:
-                raise NameError(f"saved code reads globals this process lacks: {', '.join(missing)}")
-        except Exception as e:  # noqa: BLE001 -- any failure: compile instead of load
+                initialize(self, wrap_inline(fn), None, ignore_inlined_sources)
+                self._openneuron_unsaved = True
+                return None
+            if dynamo is None:
+                return initialize(self, fn, dynamo, ignore_inlined_sources)
+            # Our setting is read now, as at each compile.
+            reason = "" if settings().precompile else "saved frames are off in this process's settings"
+            reason = reason or _entry_of_another_function(fn, dynamo)
+            if not reason:
+                try:
+                    return initialize(self, fn, dynamo, ignore_inlined_sources)
+                except Exception as e:  # noqa: BLE001 -- sources changed, other versions: compile
+                    reason = f"{type(e).__name__}: {e}"
+            log.info("openneuron: the saved frame of %s is not used (%s); compiling it",
+                     getattr(fn, "__qualname__", fn), reason)
+            _start_fresh(self, fn, initialize)
+
+        return initialize_from_saved
+
+    def installed_or_compiled(install):
+        def install_saved(self, backends):
+            if not active():
+                return install(self, backends)
+            if self.__dict__.pop("_openneuron_nothing_to_install", False):
+                return
             try:
-                self.uninstall()
-            except Exception:  # noqa: BLE001 -- partly installed; nothing more to undo
-                pass
-            expected = any(isinstance(c, SavedByAnotherBuild) for c in _causes(e))
-            (log.info if expected else log.warning)(
-                "openneuron: a saved frame could not be loaded (%s: %s); compiling it afresh", type(e).__name__, e)
-            _start_fresh(self, self._innermost_fn, initialize)
-            self.__dict__.pop("_openneuron_nothing_to_install", None)
+                with _gc_paused():
+                    install(self, backends)
+                missing = sorted(_missing_globals(self))
+                # PyTorch 2.13 does not save every global its code reads: the
+                # frame would raise NameError mid-call.
+                if missing:
+                    raise NameError(f"saved code reads globals this process lacks: {', '.join(missing)}")
+            except Exception as e:  # noqa: BLE001 -- any failure: compile instead of load
+                try:
+                    self.uninstall()
+                except Exception:  # noqa: BLE001 -- partly installed; nothing more to undo
+                    pass
+                expected = any(isinstance(c, SavedByAnotherBuild) for c in _causes(e))
+                (log.info if expected else log.warning)(
+                    "openneuron: a saved frame could not be loaded (%s: %s); compiling it afresh", type(e).__name__, e)
+                _start_fresh(self, self._innermost_fn, initialize)
+                self.__dict__.pop("_openneuron_nothing_to_install", None)
 
-    initialize_from_saved.__wrapped__ = initialize
-    install_saved.__wrapped__ = install
-    install_saved._openneuron = True
-    CompilePackage.initialize = initialize_from_saved
-    CompilePackage.install = install_saved
+        return install_saved
+
+    replace(CompilePackage, "initialize", used_or_passed_over)
+    replace(CompilePackage, "install", installed_or_compiled)
 
 
 def _save_after_each_compile():
     from torch._dynamo.package import DynamoCache
 
     record = DynamoCache.record_package
-    if getattr(record, "_openneuron", False):
+    if getattr(record, "_openneuron_patch", False):
         return
 
     def record_and_save(package):
         record(package)
-        if not settings().precompile or getattr(package, "_openneuron_unsaved", False):
+        if not active() or not settings().precompile or getattr(package, "_openneuron_unsaved", False):
             return
         try:
             limit = torch._dynamo.config.recompile_limit
@@ -215,33 +233,29 @@ def _save_after_each_compile():
         except Exception as e:  # noqa: BLE001 -- only the next warm start is lost
             log.info("openneuron: a compiled frame was not saved (%s: %s)", type(e).__name__, e)
 
-    record_and_save._openneuron = True
+    record_and_save._openneuron_patch = True
     DynamoCache.record_package = record_and_save
 
 
-def _bypass_quietly():
+def _bypass_quietly(original):
     """A frame that cannot be saved is compiled and runs as usual; PyTorch
     logs a warning for each (every compile of a frame with parameters baked
     in, or with a guard on an object without a name). Log it at INFO."""
-    from torch._dynamo.output_graph import OutputGraph
-
-    original = OutputGraph.bypass_package
-    if getattr(original, "_openneuron", False):
-        return
 
     def bypass_package(self, reason="", **kwargs):
-        if not self.package or torch._dynamo.config.strict_precompile:
+        if not active() or not self.package or torch._dynamo.config.strict_precompile:
             return original(self, reason, **kwargs)
         log.info("openneuron: a compiled frame is not saved: %s", reason)
         self.package.bypass_current_entry()
         self.package = None
 
-    bypass_package._openneuron = True
-    OutputGraph.bypass_package = bypass_package
+    return bypass_package
 
 
 def install():
     """Patches Dynamo's precompile cache (idempotent)."""
+    from torch._dynamo.output_graph import OutputGraph
+
     _load_or_pass_over()
     _save_after_each_compile()
-    _bypass_quietly()
+    replace(OutputGraph, "bypass_package", _bypass_quietly)

@@ -1,0 +1,44 @@
+"""Every place OpenNeuron replaces a PyTorch internal, in one package.
+
+Each module here says why it patches, what, and for which PyTorch version,
+and keeps the patch to the narrowest scope that does the job:
+
+- precompile_scope.py: Dynamo's experimental `caching_precompile` switch is
+  turned on only around torch.compile(backend="neuron")'s own work (wrapping
+  a function, compiling its frames), never for other backends; a failure
+  while saving a frame compiles it again without saving.
+- precompile_package.py: Dynamo's frame packages (how frames are filed,
+  named, and loaded), for frames of our own compiles.
+- precompile_entries.py: when saved frames are written, used or passed over.
+- precompile_guards.py: identity guards kept and saved with our frames.
+
+The patches are written against the PyTorch release below: another release
+fails at import (`require_torch`), where a silent mismatch would break
+compiles in ways far from their cause.
+"""
+
+import torch
+
+WRITTEN_FOR = "2.13"
+
+
+def require_torch(module_name):
+    """Asserts that the running PyTorch is the release the patches were written for."""
+    running = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+    if running != WRITTEN_FOR:
+        raise ImportError(
+            f"{module_name} patches PyTorch {WRITTEN_FOR} internals, but PyTorch {torch.__version__} "
+            "is installed; these patches must be checked against that release first.")
+
+
+def replace(owner, name, make_replacement):
+    """Sets owner.name to make_replacement(original), once (idempotent):
+    the replacement is marked so a second call leaves it alone."""
+    original = getattr(owner, name)
+    if getattr(original, "_openneuron_patch", False):
+        return
+    replacement = make_replacement(original)
+    target = replacement.__func__ if isinstance(replacement, (classmethod, staticmethod)) else replacement
+    target._openneuron_patch = True
+    target.__wrapped__ = original
+    setattr(owner, name, replacement)
