@@ -37,13 +37,14 @@ struct CachingAllocator::Impl {
     Block* block;
   };
 
-  Impl(Driver& d, int dev, size_t cap) : driver(d), device(dev), capacity(cap) {
+  Impl(Driver& d, int dev, size_t cap) : driver(d), device(dev), capacity(cap), limit(cap) {
     // CUDA reports "no max_split_size" as SIZE_MAX cast to int64.
     stats.max_split_size = -1;
   }
   ~Impl();
 
-  void* malloc(size_t orig_size, const Queue* queue);
+  // nullptr on failure unless `last_try` (then OutOfMemoryError).
+  void* malloc(size_t orig_size, const Queue* queue, bool last_try);
   void free(void* ptr);
   void record_stream(void* ptr, Queue* queue);
   Block* find_active(const void* ptr) const;
@@ -64,6 +65,8 @@ struct CachingAllocator::Impl {
   void synchronize_and_free_events();
   void release_cached_blocks();
   void release_segment(Block* head);
+  std::string limit_description(size_t request) const;
+  void set_fraction(double value);
 
   BlockPool& pool_for(size_t size) {
     return size <= kSmallSize ? small_pool : large_pool;
@@ -72,6 +75,8 @@ struct CachingAllocator::Impl {
   Driver& driver;
   const int device;
   const size_t capacity;
+  size_t limit;             // capacity times the per-process memory fraction
+  double fraction = 1.0;
   mutable std::mutex mutex;
   AllocatorStats stats;
   BlockPool small_pool{true};
@@ -104,7 +109,8 @@ CachingAllocator::Impl::~Impl() {
   }
 }
 
-void* CachingAllocator::Impl::malloc(size_t orig_size, const Queue* queue) {
+void* CachingAllocator::Impl::malloc(size_t orig_size, const Queue* queue,
+                                     bool last_try) {
   process_events();
   Block* block = nullptr;
   size_t size = 0;
@@ -130,12 +136,14 @@ void* CachingAllocator::Impl::malloc(size_t orig_size, const Queue* queue) {
     }
   }
   if (block == nullptr) {
+    if (!last_try) return nullptr;
     ++stats.num_ooms;
     const auto all = static_cast<size_t>(Pool::All);
     throw OutOfMemoryError(
-        device, orig_size, capacity,
+        device, orig_size, limit,
         static_cast<size_t>(stats.allocated_bytes[all].current),
-        static_cast<size_t>(stats.reserved_bytes[all].current));
+        static_cast<size_t>(stats.reserved_bytes[all].current),
+        limit_description(orig_size));
   }
   return use_block(block, size, orig_size)->ptr;
 }
@@ -165,12 +173,36 @@ Block* CachingAllocator::Impl::alloc_segment(BlockPool& pool,
   return block;
 }
 
-// Obtains a new segment from the driver, within the capacity.
+// What bounded a failed request: this allocator's own limit when the request
+// does not fit under it, else the driver's budget.
+std::string CachingAllocator::Impl::limit_description(size_t request) const {
+  const auto reserved = static_cast<size_t>(
+      stats.reserved_bytes[static_cast<size_t>(Pool::All)].current);
+  const MemoryBudget budget = driver.memory_budget(device);
+  if (limit < budget.total && (request > limit || reserved > limit - request)) {
+    if (fraction < 1.0) {
+      char text[32];
+      std::snprintf(text, sizeof(text), "%g", fraction);
+      return "this process may use " + format_bytes(limit) + " of device " +
+             std::to_string(device) +
+             " (torch.neuron.set_per_process_memory_fraction(" + text + "))";
+    }
+    return "the device's allocator holds at most " + format_bytes(limit);
+  }
+  return budget.description + ", " + format_bytes(budget.free) + " of it free";
+}
+
+void CachingAllocator::Impl::set_fraction(double value) {
+  fraction = value;
+  limit = static_cast<size_t>(static_cast<long double>(capacity) * value);
+}
+
+// Obtains a new segment from the driver, within the limit.
 Block* CachingAllocator::Impl::map_segment(BlockPool& pool, const Queue* queue,
                                            size_t bytes) {
   const auto reserved = static_cast<size_t>(
       stats.reserved_bytes[static_cast<size_t>(Pool::All)].current);
-  if (bytes > capacity || reserved > capacity - bytes) return nullptr;
+  if (bytes > limit || reserved > limit - bytes) return nullptr;
   void* ptr = driver.allocate(device, bytes);
   if (ptr == nullptr) return nullptr;
   auto* block = new Block;
@@ -466,8 +498,19 @@ CachingAllocator::~CachingAllocator() = default;
 
 void* CachingAllocator::allocate(size_t bytes, const Queue* queue) {
   if (bytes == 0) return nullptr;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    if (!reclaim_) return impl_->malloc(bytes, queue, /*last_try=*/true);
+    if (void* ptr = impl_->malloc(bytes, queue, /*last_try=*/false)) return ptr;
+  }
+  // Without our lock: the callback takes other allocators' locks.
+  reclaim_(device_);
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  return impl_->malloc(bytes, queue);
+  return impl_->malloc(bytes, queue, /*last_try=*/true);
+}
+
+void CachingAllocator::set_reclaim(std::function<void(int device)> reclaim) {
+  reclaim_ = std::move(reclaim);
 }
 
 void CachingAllocator::free(void* ptr) {
@@ -491,6 +534,26 @@ size_t CachingAllocator::allocation_size(void* ptr) const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   const Block* block = impl_->find_active(ptr);
   return block == nullptr ? 0 : block->size;
+}
+
+void CachingAllocator::set_memory_fraction(double fraction) {
+  if (!(fraction >= 0.0 && fraction <= 1.0)) {
+    throw InvalidArgumentError("Invalid memory fraction " + std::to_string(fraction) +
+                               " for device " + std::to_string(device_) +
+                               ": expected a value from 0 to 1");
+  }
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->set_fraction(fraction);
+}
+
+double CachingAllocator::memory_fraction() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->fraction;
+}
+
+size_t CachingAllocator::memory_limit() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->limit;
 }
 
 void CachingAllocator::empty_cache() {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -63,6 +64,20 @@ class CachingAllocator {
   // Size of the allocation holding `ptr` (0 if none).
   size_t allocation_size(void* ptr) const;
 
+  // Called (without this allocator's lock) when a request fails even after
+  // this allocator released its cache, before OutOfMemoryError: it may free
+  // memory the device shares with others (their caches); the request is
+  // then tried once more. Set once, before the allocator is used.
+  void set_reclaim(std::function<void(int device)> reclaim);
+
+  // Bounds this allocator's reserved memory to `fraction` (0..1) of its
+  // capacity, as torch.cuda.set_per_process_memory_fraction: a request past
+  // it raises OutOfMemoryError naming the fraction. Throws
+  // InvalidArgumentError outside 0..1.
+  void set_memory_fraction(double fraction);
+  double memory_fraction() const;
+  size_t memory_limit() const;  // capacity() times the fraction
+
   // Releases every unused cached segment to the driver.
   void empty_cache();
   AllocatorStats stats() const;
@@ -76,6 +91,7 @@ class CachingAllocator {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  std::function<void(int)> reclaim_;
   int device_;
   size_t capacity_;
 };

@@ -79,8 +79,8 @@ int parse_device_count(const std::string& text) {
   return value;
 }
 
-// 80% of physical RAM: each host device may use most of the machine, and
-// pages are only committed when touched.
+// 80% of physical RAM, shared by all host devices: what they may hold
+// together (pages are only committed when touched).
 size_t default_device_memory() {
   long pages = sysconf(_SC_PHYS_PAGES);
   long page_size = sysconf(_SC_PAGE_SIZE);

@@ -10,7 +10,8 @@ namespace openneuron::hal {
 struct Config {
   std::string driver = "host";  // OPENNEURON_DRIVER
   int host_device_count = 4;    // OPENNEURON_HOST_DEVICES
-  size_t host_device_memory = 0;  // OPENNEURON_HOST_DEVICE_MEMORY (bytes; 0 = default)
+  // OPENNEURON_HOST_DEVICE_MEMORY: bytes all host devices share (0 = default)
+  size_t host_device_memory = 0;
 };
 
 // Parsed on first use; invalid values throw Error naming the variable.

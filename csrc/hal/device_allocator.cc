@@ -27,6 +27,16 @@ CachingAllocator& device_allocator(int device) {
   if (allocator == nullptr) {
     allocator =
         new CachingAllocator(drv, device, drv.properties(device).total_memory);
+    if (drv.memory_budget(device).shared) {
+      // Devices drawing on one budget: memory cached by the others is
+      // released before this one reports out of memory.
+      allocator->set_reclaim([](int self) {
+        for (int d = 0; d < static_cast<int>(slots->size()); ++d) {
+          CachingAllocator* other = (*slots)[d].load(std::memory_order_acquire);
+          if (d != self && other != nullptr) other->empty_cache();
+        }
+      });
+    }
     slot.store(allocator, std::memory_order_release);
   }
   return *allocator;

@@ -28,6 +28,9 @@ class Driver {
   virtual void free(int device, void* ptr, size_t bytes) = 0;
   // Bytes currently obtained through allocate() on `device`.
   virtual size_t used_memory(int device) const = 0;
+  // What is left for `device`: devices that share one pool of memory (the
+  // host driver's, in RAM) see each other's allocations here.
+  virtual MemoryBudget memory_budget(int device) const = 0;
 
   // Synchronous copy: returns when the bytes are in place.
   virtual void copy(void* dst, const void* src, size_t bytes,

@@ -21,16 +21,15 @@ std::string invalid_device_message(int device, int device_count) {
 }
 
 // The message users see for torch.OutOfMemoryError: what was asked, what the
-// device holds, and the three ways out.
-std::string oom_message(int device, size_t requested, size_t capacity,
-                        size_t allocated, size_t reserved) {
+// device holds, what bounded it, and the three ways out.
+std::string oom_message(int device, size_t requested, size_t allocated,
+                        size_t reserved, const std::string& limit) {
   return "OpenNeuron out of memory on device " + std::to_string(device) +
-         ": tried to allocate " + format_bytes(requested) +
-         "; device capacity " + format_bytes(capacity) + ", " +
-         format_bytes(allocated) + " allocated by PyTorch, " +
-         format_bytes(reserved) +
-         " reserved in total. Free tensors, call torch.neuron.empty_cache(), "
-         "or raise OPENNEURON_HOST_DEVICE_MEMORY.";
+         ": tried to allocate " + format_bytes(requested) + "; " +
+         format_bytes(allocated) + " allocated by PyTorch and " +
+         format_bytes(reserved) + " reserved on this device; " + limit +
+         ". Free tensors, call torch.neuron.empty_cache(), or raise that "
+         "limit.";
 }
 
 }  // namespace
@@ -42,8 +41,8 @@ InvalidDeviceError::InvalidDeviceError(int device, int device_count)
 
 OutOfMemoryError::OutOfMemoryError(int device, size_t requested,
                                    size_t capacity, size_t allocated,
-                                   size_t reserved)
-    : Error(oom_message(device, requested, capacity, allocated, reserved)),
+                                   size_t reserved, const std::string& limit)
+    : Error(oom_message(device, requested, allocated, reserved, limit)),
       device_(device),
       requested_(requested),
       capacity_(capacity),

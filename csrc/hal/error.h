@@ -28,8 +28,11 @@ class InvalidDeviceError : public Error {
 // A request the device cannot satisfy even after the cache was released.
 class OutOfMemoryError : public Error {
  public:
+  // `limit`: what bounded the device, in words, with the setting that
+  // changes it ("the 4 host devices share 18.80 GiB
+  // (OPENNEURON_HOST_DEVICE_MEMORY), 1.20 GiB of it free").
   OutOfMemoryError(int device, size_t requested, size_t capacity,
-                   size_t allocated, size_t reserved);
+                   size_t allocated, size_t reserved, const std::string& limit);
   int device() const { return device_; }
   size_t requested() const { return requested_; }
   size_t capacity() const { return capacity_; }

@@ -21,6 +21,17 @@ struct DeviceProperties {
   bool kernels_read_host_memory = false;
 };
 
+// What bounds a device's allocations (Driver::memory_budget): for
+// mem_get_info and out-of-memory messages.
+struct MemoryBudget {
+  size_t total = 0;  // bytes the device may hold at most (its capacity)
+  size_t free = 0;   // bytes allocate() may still obtain now
+  bool shared = false;  // every device of the driver draws on this one budget
+  // The limit in words, with the setting that changes it: "the 4 host devices
+  // share 18.80 GiB (OPENNEURON_HOST_DEVICE_MEMORY)".
+  std::string description;
+};
+
 enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
 
 const char* to_string(CopyKind kind);

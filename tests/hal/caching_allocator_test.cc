@@ -343,10 +343,10 @@ TEST_F(CachingAllocatorTest, OutOfMemoryReportsAndRecovers) {
     EXPECT_EQ(e.reserved(), 12 * kMiB);
     EXPECT_STREQ(e.what(),
                  "OpenNeuron out of memory on device 0: tried to allocate "
-                 "40.00 MiB; device capacity 32.00 MiB, 12.00 MiB allocated "
-                 "by PyTorch, 12.00 MiB reserved in total. Free tensors, call "
-                 "torch.neuron.empty_cache(), or raise "
-                 "OPENNEURON_HOST_DEVICE_MEMORY.");
+                 "40.00 MiB; 12.00 MiB allocated by PyTorch and 12.00 MiB "
+                 "reserved on this device; the device's allocator holds at "
+                 "most 32.00 MiB. Free tensors, call "
+                 "torch.neuron.empty_cache(), or raise that limit.");
   }
   auto s = a.stats();
   EXPECT_EQ(s.num_ooms, 1);
@@ -527,6 +527,75 @@ TEST(DeviceAllocatorTest, OnePerDevice) {
   EXPECT_THROW(device_allocator(driver().device_count()), InvalidDeviceError);
   void* p = a0.allocate(100, nullptr);
   EXPECT_TRUE(a0.owns(p));
+  a0.free(p);
+}
+
+}  // namespace
+}  // namespace openneuron::hal
+
+namespace openneuron::hal {
+namespace {
+
+constexpr size_t kMiB2 = size_t{1} << 20;
+
+// Host devices take the same RAM: their allocations share one budget, so
+// two devices cannot together hold more than the machine was given.
+TEST(HostDriverBudgetTest, DevicesShareOneBudget) {
+  HostDriver driver(4, 64 * kMiB2);
+  CachingAllocator a0(driver, 0, driver.properties(0).total_memory);
+  CachingAllocator a1(driver, 1, driver.properties(1).total_memory);
+  void* p = a0.allocate(40 * kMiB2, nullptr);
+  EXPECT_EQ(driver.memory_budget(1).free, 24 * kMiB2);
+  EXPECT_EQ(driver.memory_budget(0).free, 24 * kMiB2);
+  try {
+    a1.allocate(40 * kMiB2, nullptr);
+    FAIL() << "expected OutOfMemoryError";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_EQ(e.device(), 1);
+    EXPECT_NE(std::string(e.what()).find("the 4 host devices share 64.00 MiB "
+                                         "(OPENNEURON_HOST_DEVICE_MEMORY), "
+                                         "24.00 MiB of it free"),
+              std::string::npos)
+        << e.what();
+  }
+  a0.free(p);  // cached by a0: a1 still cannot have it...
+  EXPECT_THROW(a1.allocate(40 * kMiB2, nullptr), OutOfMemoryError);
+  int reclaimed_for = -1;
+  a1.set_reclaim([&](int device) {  // ...until a1 may reclaim it
+    reclaimed_for = device;
+    a0.empty_cache();
+  });
+  void* q = a1.allocate(40 * kMiB2, nullptr);
+  EXPECT_EQ(reclaimed_for, 1);
+  EXPECT_EQ(a1.stats().num_ooms, 2);  // the two failures above, not this one
+  EXPECT_NE(q, nullptr);
+  a1.free(q);
+}
+
+TEST(HostDriverBudgetTest, MemoryFractionBoundsOneAllocator) {
+  HostDriver driver(2, 64 * kMiB2);
+  CachingAllocator a0(driver, 0, driver.properties(0).total_memory);
+  a0.set_memory_fraction(0.5);
+  EXPECT_EQ(a0.memory_fraction(), 0.5);
+  EXPECT_EQ(a0.memory_limit(), 32 * kMiB2);
+  try {
+    a0.allocate(40 * kMiB2, nullptr);
+    FAIL() << "expected OutOfMemoryError";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "this process may use 32.00 MiB of device 0 "
+                  "(torch.neuron.set_per_process_memory_fraction(0.5))"),
+              std::string::npos)
+        << e.what();
+  }
+  void* p = a0.allocate(30 * kMiB2, nullptr);  // under the fraction: fine
+  EXPECT_NE(p, nullptr);
+  a0.free(p);
+  EXPECT_THROW(a0.set_memory_fraction(1.5), InvalidArgumentError);
+  EXPECT_THROW(a0.set_memory_fraction(-0.1), InvalidArgumentError);
+  a0.set_memory_fraction(1.0);
+  p = a0.allocate(40 * kMiB2, nullptr);
+  EXPECT_NE(p, nullptr);
   a0.free(p);
 }
 

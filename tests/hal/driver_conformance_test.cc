@@ -138,6 +138,19 @@ TEST_P(DriverConformanceTest, DevicesAccountMemorySeparately) {
   driver_->free(1, a, kMiB);
 }
 
+TEST_P(DriverConformanceTest, MemoryBudgetCountsAllocations) {
+  const MemoryBudget before = driver_->memory_budget(0);
+  EXPECT_EQ(before.total, driver_->properties(0).total_memory);
+  EXPECT_LE(before.free, before.total);
+  EXPECT_FALSE(before.description.empty());
+  void* a = driver_->allocate(0, 4 * kMiB);
+  ASSERT_NE(a, nullptr);
+  EXPECT_LE(driver_->memory_budget(0).free + 4 * kMiB, before.free);
+  driver_->free(0, a, 4 * kMiB);
+  EXPECT_EQ(driver_->memory_budget(0).free, before.free);
+  EXPECT_THROW(driver_->memory_budget(driver_->device_count()), InvalidDeviceError);
+}
+
 TEST_P(DriverConformanceTest, SynchronousCopies) {
   const auto data = pattern(kMiB + 123, 7);
   void* d1 = upload(0, data);

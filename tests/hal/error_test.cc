@@ -29,13 +29,16 @@ TEST(ErrorTest, InvalidDeviceMessageSingleDevice) {
 }
 
 TEST(ErrorTest, OutOfMemoryMessage) {
-  OutOfMemoryError error(0, 2 * kGiB, kGiB, 12 * kMiB, 20 * kMiB);
+  OutOfMemoryError error(0, 2 * kGiB, kGiB, 12 * kMiB, 20 * kMiB,
+                         "the 4 host devices share 1.00 GiB "
+                         "(OPENNEURON_HOST_DEVICE_MEMORY), 3.00 MiB of it free");
   EXPECT_STREQ(error.what(),
                "OpenNeuron out of memory on device 0: tried to allocate 2.00 "
-               "GiB; device capacity 1.00 GiB, 12.00 MiB allocated by "
-               "PyTorch, 20.00 MiB reserved in total. Free tensors, call "
-               "torch.neuron.empty_cache(), or raise "
-               "OPENNEURON_HOST_DEVICE_MEMORY.");
+               "GiB; 12.00 MiB allocated by PyTorch and 20.00 MiB reserved on "
+               "this device; the 4 host devices share 1.00 GiB "
+               "(OPENNEURON_HOST_DEVICE_MEMORY), 3.00 MiB of it free. Free "
+               "tensors, call torch.neuron.empty_cache(), or raise that "
+               "limit.");
   EXPECT_EQ(error.device(), 0);
   EXPECT_EQ(error.requested(), 2 * kGiB);
   EXPECT_EQ(error.capacity(), kGiB);
@@ -45,7 +48,7 @@ TEST(ErrorTest, OutOfMemoryMessage) {
 
 TEST(ErrorTest, ErrorsAreCatchableAsBase) {
   EXPECT_THROW(throw InvalidDeviceError(1, 1), Error);
-  EXPECT_THROW(throw OutOfMemoryError(0, 1, 1, 0, 0), Error);
+  EXPECT_THROW(throw OutOfMemoryError(0, 1, 1, 0, 0, "a limit"), Error);
   EXPECT_THROW(throw InvalidArgumentError("x"), Error);
   EXPECT_THROW(throw Error("x"), std::runtime_error);
 }

@@ -212,12 +212,75 @@ def test_out_of_memory():
     lines = proc.stdout.splitlines()
     message = lines[0]
     assert "128.00 MiB" in message  # requested
-    assert "64.00 MiB" in message  # capacity
+    assert "the 4 host devices share 64.00 MiB (OPENNEURON_HOST_DEVICE_MEMORY), 48.00 MiB of it free" in message
     assert "16.00 MiB allocated" in message
     assert "16.00 MiB reserved" in message
     assert "device 0" in message
-    assert "OPENNEURON_HOST_DEVICE_MEMORY" in message
     assert lines[1:] == ["ooms 1", "reserved 0", "op oom", "True"]
+
+
+def test_devices_share_one_memory_budget():
+    """Host devices take the same RAM: 40 MiB on neuron:0 leaves 24 MiB of a
+    64 MiB budget for every device (before, each device had 64 MiB of its
+    own and the machine, not the allocator, ran out)."""
+    proc = run_python(
+        """
+        import torch
+        N, MiB = torch.neuron, 2**20
+        a = torch.empty(40 * MiB, dtype=torch.uint8, device="neuron:0")
+        print(N.mem_get_info(0) == N.mem_get_info(1) == (24 * MiB, 64 * MiB))
+        try:
+            torch.empty(40 * MiB, dtype=torch.uint8, device="neuron:1")
+        except torch.OutOfMemoryError as e:
+            print(str(e).splitlines()[0])
+        print(N.memory_stats(1)["num_ooms"], N.memory_stats(0)["num_ooms"])
+        del a  # cached by neuron:0, released for neuron:1 when it needs the room
+        b = torch.ones(40 * MiB, dtype=torch.uint8, device="neuron:1")
+        print(int(b[-5:].sum().item()) == 5 and N.memory_reserved(0) == 0)
+        print(N.mem_get_info(0)[0] == 64 * MiB - N.memory_reserved(1))
+        """,
+        env={"OPENNEURON_HOST_DEVICE_MEMORY": "64MiB"},
+    )
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "True", proc.stdout
+    assert "device 1: tried to allocate 40.00 MiB" in lines[1]
+    assert "the 4 host devices share 64.00 MiB (OPENNEURON_HOST_DEVICE_MEMORY), 24.00 MiB of it free" in lines[1]
+    assert lines[2:] == ["1 0", "True", "True"]
+
+
+def test_per_process_memory_fraction():
+    """torch.neuron.set_per_process_memory_fraction bounds one device's
+    allocator as on CUDA; the error names the fraction."""
+    proc = run_python(
+        """
+        import torch
+        N, MiB = torch.neuron, 2**20
+        assert N.get_per_process_memory_fraction(0) == 1.0
+        N.set_per_process_memory_fraction(0.5, 0)
+        assert N.get_per_process_memory_fraction() == 0.5
+        try:
+            torch.empty(40 * MiB, dtype=torch.uint8, device="neuron:0")
+        except torch.OutOfMemoryError as e:
+            print(str(e).splitlines()[0])
+        x = torch.empty(40 * MiB, dtype=torch.uint8, device="neuron:1")  # other devices keep theirs
+        y = torch.empty(20 * MiB, dtype=torch.uint8, device="neuron:0")
+        for bad, error in ((1.5, ValueError), (-0.1, ValueError), (1, TypeError)):
+            try:
+                N.set_per_process_memory_fraction(bad)
+            except error:
+                pass
+            else:
+                raise AssertionError(bad)
+        del x
+        N.set_per_process_memory_fraction(1.0, "neuron:0")
+        z = torch.empty(40 * MiB, dtype=torch.uint8, device="neuron:0")
+        print("ok")
+        """,
+        env={"OPENNEURON_HOST_DEVICE_MEMORY": "64MiB"},
+    )
+    lines = proc.stdout.splitlines()
+    assert "this process may use 32.00 MiB of device 0 (torch.neuron.set_per_process_memory_fraction(0.5))" in lines[0]
+    assert lines[1] == "ok"
 
 
 @pytest.mark.timeout(60)

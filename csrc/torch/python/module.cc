@@ -218,6 +218,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_accumulated_memory_stats",
         [](int d) { device_allocator().resetAccumulatedStats(d); });
   m.def("_mem_get_info", [](int d) { return device_allocator().getMemoryInfo(d); });
+  m.def("_set_memory_fraction", [](double fraction, int d) {
+    openneuron::hal::device_allocator(resolve_device_index(d)).set_memory_fraction(fraction);
+  });
+  m.def("_get_memory_fraction",
+        [](int d) { return openneuron::hal::device_allocator(resolve_device_index(d)).memory_fraction(); });
   m.def("_pinned_memory_stats", [] {
     const auto s = openneuron::hal::pinned_allocator().stats();
     py::dict d;

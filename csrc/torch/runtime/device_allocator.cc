@@ -153,12 +153,11 @@ void DeviceAllocator::resetPeakStats(c10::DeviceIndex device) {
 
 std::pair<size_t, size_t> DeviceAllocator::getMemoryInfo(
     c10::DeviceIndex device) {
-  device = resolve_device_index(device);
-  auto& allocator = hal::device_allocator(device);
-  const size_t total = allocator.capacity();
-  const size_t reserved =
-      allocator.stats().reserved_bytes[0].current;
-  return {total - std::min(total, reserved), total};
+  // As cudaMemGetInfo: what the device has left, whoever holds the rest
+  // (other devices sharing its memory included; cached blocks count as used).
+  const hal::MemoryBudget budget =
+      hal::driver().memory_budget(resolve_device_index(device));
+  return {budget.free, budget.total};
 }
 
 DeviceAllocator& device_allocator() {

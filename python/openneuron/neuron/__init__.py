@@ -21,6 +21,7 @@ from ._device import (
 )
 from .memory import (
     empty_cache,
+    get_per_process_memory_fraction,
     host_memory_stats,
     max_memory_allocated,
     max_memory_reserved,
@@ -33,6 +34,7 @@ from .memory import (
     reset_accumulated_memory_stats,
     reset_max_memory_allocated,
     reset_peak_memory_stats,
+    set_per_process_memory_fraction,
 )
 from .random import (
     default_generators,

@@ -63,6 +63,22 @@ def mem_get_info(device=None) -> tuple[int, int]:
     return tuple(_C._mem_get_info(_index(device)))
 
 
+def set_per_process_memory_fraction(fraction, device=None) -> None:
+    """Bounds this process's memory on the device to `fraction` (0..1) of its
+    total memory, as torch.cuda.set_per_process_memory_fraction: an
+    allocation past it raises torch.OutOfMemoryError naming the fraction."""
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if fraction < 0 or fraction > 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    _C._set_memory_fraction(fraction, _index(device))
+
+
+def get_per_process_memory_fraction(device=None) -> float:
+    """The fraction set by set_per_process_memory_fraction (1.0 by default)."""
+    return _C._get_memory_fraction(_index(device))
+
+
 def memory_snapshot(device=None) -> list:
     """Segments and blocks of the caching allocator."""
     return _C._memory_snapshot(_index(device))

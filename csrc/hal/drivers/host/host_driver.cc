@@ -28,8 +28,8 @@ constexpr size_t kMmapThreshold = size_t{1} << 20;
 HostDriver::HostDriver()
     : HostDriver(config().host_device_count, config().host_device_memory) {}
 
-HostDriver::HostDriver(int device_count, size_t capacity_per_device)
-    : device_count_(device_count), capacity_(capacity_per_device) {
+HostDriver::HostDriver(int device_count, size_t budget)
+    : device_count_(device_count), budget_(budget) {
   devices_.reserve(device_count);
   for (int i = 0; i < device_count; ++i) {
     devices_.push_back(std::make_unique<DeviceState>());
@@ -59,7 +59,7 @@ DeviceProperties HostDriver::properties(int device) const {
   DeviceProperties props;
   props.name = "OpenNeuron host device " + std::to_string(device);
   props.driver = "host";
-  props.total_memory = capacity_;
+  props.total_memory = budget_;
   props.compute_units =
       static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   props.host_addressable = true;
@@ -72,10 +72,14 @@ void* HostDriver::allocate(int device, size_t bytes) {
   check_device(device);
   if (bytes == 0) return nullptr;
   DeviceState& state = *devices_[device];
+  // Reserve first, so concurrent callers on any device cannot overshoot the
+  // shared budget.
+  size_t used = budget_used_.load(std::memory_order_relaxed);
+  do {
+    if (bytes > budget_ - used) return nullptr;
+  } while (!budget_used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
   {
-    // Reserve first so concurrent callers cannot overshoot the capacity.
     std::lock_guard<std::mutex> lock(state.mutex);
-    if (bytes > capacity_ - state.used) return nullptr;
     state.used += bytes;
   }
   void* ptr = nullptr;
@@ -90,6 +94,7 @@ void* HostDriver::allocate(int device, size_t bytes) {
   std::lock_guard<std::mutex> lock(state.mutex);
   if (ptr == nullptr) {
     state.used -= bytes;
+    budget_used_.fetch_sub(bytes, std::memory_order_relaxed);
     return nullptr;
   }
   state.allocations.emplace(ptr, Mapping{bytes, use_mmap});
@@ -112,6 +117,7 @@ void HostDriver::free(int device, void* ptr, size_t bytes) {
     mapping = it->second;
     state.allocations.erase(it);
     state.used -= bytes;
+    budget_used_.fetch_sub(bytes, std::memory_order_relaxed);
   }
   if (mapping.mmapped) {
     munmap(ptr, mapping.bytes);
@@ -125,6 +131,19 @@ size_t HostDriver::used_memory(int device) const {
   DeviceState& state = *devices_[device];
   std::lock_guard<std::mutex> lock(state.mutex);
   return state.used;
+}
+
+MemoryBudget HostDriver::memory_budget(int device) const {
+  check_device(device);
+  MemoryBudget budget;
+  budget.total = budget_;
+  budget.shared = true;
+  budget.free = budget_ - std::min(budget_, budget_used_.load(std::memory_order_relaxed));
+  budget.description =
+      (device_count_ == 1 ? std::string("the host device has ")
+                          : "the " + std::to_string(device_count_) + " host devices share ") +
+      format_bytes(budget_) + " (OPENNEURON_HOST_DEVICE_MEMORY)";
+  return budget;
 }
 
 void HostDriver::copy(void* dst, const void* src, size_t bytes,

@@ -1,8 +1,9 @@
-// The `host` driver: each device is a slice of this machine's RAM, bounded by
-// accounting, and the CPU does the work. It lets the whole stack run and be
+// The `host` driver: the devices share this machine's RAM, bounded by one
+// budget for all of them (accounting), and the CPU does the work. It lets the whole stack run and be
 // tested on any machine.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -18,10 +19,10 @@ class HostQueueCore;
 
 class HostDriver : public Driver {
  public:
-  // Devices and capacity from config().
+  // Devices and budget from config().
   HostDriver();
-  // Explicit sizes, for tests.
-  HostDriver(int device_count, size_t capacity_per_device);
+  // Explicit sizes, for tests: `budget` bytes shared by all devices.
+  HostDriver(int device_count, size_t budget);
   ~HostDriver() override;
 
   std::string name() const override { return "host"; }
@@ -31,6 +32,7 @@ class HostDriver : public Driver {
   void* allocate(int device, size_t bytes) override;
   void free(int device, void* ptr, size_t bytes) override;
   size_t used_memory(int device) const override;
+  MemoryBudget memory_budget(int device) const override;
 
   void copy(void* dst, const void* src, size_t bytes, CopyKind kind) override;
 
@@ -55,7 +57,10 @@ class HostDriver : public Driver {
   void check_device(int device) const;
 
   int device_count_;
-  size_t capacity_;
+  // One budget for every device: they all take the same RAM, so per-device
+  // budgets would let the devices together commit more than the machine has.
+  const size_t budget_;
+  std::atomic<size_t> budget_used_{0};
   std::vector<std::unique_ptr<DeviceState>> devices_;
 };
 
