@@ -24,6 +24,7 @@
 #include <torch/library.h>
 
 #include "torch/aten/cpu_views.h"
+#include "torch/aten/cuda_dtypes.h"
 #include "torch/aten/router.h"
 #include "torch/runtime/cpu_allocation_redirect.h"
 #include "torch/runtime/device.h"
@@ -202,21 +203,27 @@ struct Kernel<Op, Result(Args...)> {
       RedirectCpuAllocations redirect(device, &queue);
       try {
         return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU),
-                              to_cpu_arg(slots, std::forward<Args>(args))...);
-      } catch (const c10::Error&) {
+                              to_cpu_arg(slots, args)...);  // copies: a retry (CpuDtypeGap) reuses args
+      } catch (const c10::Error& e) {
+        if (is_cpu_dtype_gap(*facts.op, e)) throw CpuDtypeGap{};
         rethrow_with_op_context(*facts.op, device);
       }
     };
-    if constexpr (std::is_lvalue_reference_v<Result>) {
-      static_assert(std::is_same_v<Result, at::Tensor&>,
-                    "direct route: unsupported reference result");
-      cpu();
-      if (mutates) views.write_back();
-      return caller_tensor(args...);
-    } else {
-      Result result = cpu();
-      if (mutates) views.write_back();
-      return to_neuron_result(views, std::move(result));
+    try {
+      if constexpr (std::is_lvalue_reference_v<Result>) {
+        static_assert(std::is_same_v<Result, at::Tensor&>,
+                      "direct route: unsupported reference result");
+        cpu();
+        if (mutates) views.write_back();
+        return caller_tensor(args...);
+      } else {
+        Result result = cpu();
+        if (mutates) views.write_back();
+        return to_neuron_result(views, std::move(result));
+      }
+    } catch (const CpuDtypeGap&) {
+      // The CPU kernel lacks the dtype: the router runs it as CUDA would.
+      return boxed(facts, keys, args...);
     }
   }
 

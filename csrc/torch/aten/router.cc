@@ -7,9 +7,15 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <exception>
+#include <string_view>
+#include <utility>
+
 #include "hal/driver.h"
 #include "torch/aten/cpu_fallback.h"
 #include "torch/aten/cpu_views.h"
+#include "torch/aten/cuda_dtypes.h"
 #include "torch/aten/device_check.h"
 #include "torch/aten/op_info.h"
 #include "torch/aten/router.h"
@@ -35,8 +41,13 @@ void rethrow_with_op_context(const c10::OperatorHandle& op,
   } catch (c10::NotImplementedError& e) {
     TORCH_CHECK_NOT_IMPLEMENTED(
         false, name,
-        " is not implemented for the neuron device: the host driver runs "
-        "ATen's CPU kernels and this op has none.\n",
+        " is not implemented for the neuron device",
+        std::string_view(e.msg()).find(" not implemented for '") != std::string_view::npos
+            ? " for this dtype: the host driver runs ATen's "
+                              "CPU kernels, which lack it (neither CUDA nor a "
+                              "wider dtype covers it).\n"
+                            : ": the host driver runs ATen's CPU kernels and "
+                              "this op has none.\n",
         e.what_without_backtrace());
   } catch (c10::Error& e) {
     e.add_context("while running " + name + " on neuron:" +
@@ -47,12 +58,18 @@ void rethrow_with_op_context(const c10::OperatorHandle& op,
 
 namespace {
 
+// The neuron generators an op was called with (argument index, generator),
+// for running it again (cuda_dtypes.h) after use_engine_generators.
+using CallerGenerators = c10::SmallVector<std::pair<size_t, c10::IValue>, 1>;
+
 // Host kernels are CPU kernels and draw from the generator's CPU engine.
-void use_engine_generators(const OpInfo& info, const c10::FunctionSchema& schema,
-                           torch::jit::Stack& stack, c10::DeviceIndex device) {
+CallerGenerators use_engine_generators(const OpInfo& info, const c10::FunctionSchema& schema,
+                                       torch::jit::Stack& stack, c10::DeviceIndex device) {
+  CallerGenerators callers;
   const size_t first = stack.size() - schema.arguments().size();
   for (size_t i : info.generator_args) {
     auto& v = stack[first + i];
+    callers.emplace_back(i, v);
     if (v.isNone()) {
       v = default_generator(device).get<NeuronGenerator>()->engine();
       continue;
@@ -64,6 +81,7 @@ void use_engine_generators(const OpInfo& info, const c10::FunctionSchema& schema
                 schema.arguments()[i].name(), "' of ", info.name, ")");
     v = gen.get<NeuronGenerator>()->engine();
   }
+  return callers;
 }
 
 c10::IValue to_cpu(CpuViews& views, const c10::IValue& v) {
@@ -98,7 +116,8 @@ c10::IValue to_neuron(CpuViews& views, const c10::IValue& v) {
 }
 
 void run_host_kernel(const c10::OperatorHandle& op, const OpInfo& info,
-                     c10::DeviceIndex device, torch::jit::Stack* stack) {
+                     c10::DeviceIndex device, torch::jit::Stack* stack,
+                     CallerGenerators& generators) {
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
   const size_t first = stack->size() - num_args;
@@ -112,10 +131,25 @@ void run_host_kernel(const c10::OperatorHandle& op, const OpInfo& info,
   for (size_t i = 0; i < num_args; ++i)
     (*stack)[first + i] = to_cpu(views, originals[i]);
   auto& queue = wait_current_stream(device);
+  std::exception_ptr dtype_gap;
   {
     RedirectCpuAllocations redirect(device, &queue);
     try {
       op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    } catch (const c10::Error& e) {
+      if (!is_cpu_dtype_gap(op, e)) rethrow_with_op_context(op, device);
+      dtype_gap = std::current_exception();
+    }
+  }
+  if (dtype_gap) {
+    // The CPU kernel lacks a dtype: run the op on the neuron tensors again,
+    // as CUDA would (cuda_dtypes.h).
+    stack->resize(std::min(stack->size(), first));
+    for (auto& [i, generator] : generators) originals[i] = std::move(generator);
+    for (auto& v : originals) stack->push_back(std::move(v));
+    if (run_with_cuda_dtypes(op, stack)) return;
+    try {
+      std::rethrow_exception(dtype_gap);
     } catch (const c10::Error&) {
       rethrow_with_op_context(op, device);
     }
@@ -132,12 +166,12 @@ void route_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet,
                  torch::jit::Stack* stack) {
   const auto& info = op_info(op);
   const auto device = check_devices(info, op.schema(), *stack);
-  use_engine_generators(info, op.schema(), *stack, device);
+  auto generators = use_engine_generators(info, op.schema(), *stack, device);
   if (info.force_cpu_fallback || (!host_addressable() && !info.is_view)) {
     run_on_cpu_with_copies(op, info, stack);
     return;
   }
-  run_host_kernel(op, info, device, stack);
+  run_host_kernel(op, info, device, stack, generators);
 }
 
 namespace {
