@@ -131,3 +131,39 @@ def test_hf_training_steps_compiled_cold_and_warm(tmp_path):
     # Every model's frames were saved cold and loaded warm.
     assert all(v["hits"] >= 1 for v in runs["warm"].values()), runs["warm"]
     assert runs["cold"]["gpt2 cpu eager"]["saved_frames_flag"] is False
+
+
+def test_moe_models_match_cpu_eagerly():
+    """Mixtral and Qwen2-MoE route tokens with torch.histc on integer expert
+    indices on any device but the CPU (CUDA supports it, ATen's CPU kernel
+    does not): on neuron they train as on the CPU, forward and backward."""
+    proc = run_python("""
+        import torch, warnings
+        import transformers as tf
+        warnings.simplefilter("ignore")
+        tf.utils.logging.set_verbosity_error()
+        tiny = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                    vocab_size=96, max_position_embeddings=64, num_key_value_heads=2)
+        makers = {
+            "mixtral": lambda: tf.MixtralForCausalLM(tf.MixtralConfig(**tiny, num_local_experts=4, num_experts_per_tok=2)),
+            "qwen2_moe": lambda: tf.Qwen2MoeForCausalLM(tf.Qwen2MoeConfig(
+                **tiny, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                shared_expert_intermediate_size=32)),
+        }
+        for name, make in makers.items():
+            torch.manual_seed(0)
+            model = make()
+            ids = torch.randint(0, 96, (2, 12))
+            loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
+            grads = [p.grad.clone() for p in model.parameters()]
+            model.zero_grad(set_to_none=True)
+            model.to("neuron")
+            n_loss = model(input_ids=ids.to("neuron"), labels=ids.to("neuron")).loss
+            n_loss.backward()
+            same = torch.allclose(n_loss.cpu(), loss, atol=1e-6) and all(
+                (g is None and p.grad is None) or torch.allclose(p.grad.cpu(), g, atol=1e-5)
+                for p, g in zip(model.parameters(), grads))
+            print(name, same)
+    """, timeout=300)
+    assert proc.stdout.split() == ["mixtral", "True", "qwen2_moe", "True"], proc.stderr[-2000:]
