@@ -29,7 +29,7 @@ import re
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_PATH = os.path.join(HERE, "expected_failures.txt")
 KINDS = ("xfail", "exclude", "undefined", "skip")
-_LINE = re.compile(r"^(\w+)(?:@(\w+))?\s+(\S+)\s+(\S+)\s+(\S+)\s+->\s+(\S.*)$")
+_LINE = re.compile(r"^(\w+)(?:@([\w-]+))?\s+(\S+)\s+(\S+)\s+(\S+)\s+->\s+(\S.*)$")
 
 
 class Entry:
@@ -64,7 +64,7 @@ def load(path=DEFAULT_PATH):
             kind, mode, name, dtype, check, reason = m.groups()
             if kind not in KINDS:
                 raise ValueError(f"{path}:{n}: unknown kind {kind!r}")
-            if mode not in (None, "host", "fallback", "compile"):
+            if mode not in (None, "host", "fallback", "compile", "cuda-dtypes"):
                 raise ValueError(f"{path}:{n}: unknown mode {mode!r}")
             if kind == "skip" and check != "*":
                 raise ValueError(f"{path}:{n}: a skip entry skips the whole item (CHECK must be *)")

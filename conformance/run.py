@@ -4,6 +4,7 @@
     .venv/bin/python conformance/run.py                 # full run, host path
     .venv/bin/python conformance/run.py --fallback      # full run, forced CPU fallback
     .venv/bin/python conformance/run.py --subset ci     # the bounded CI subset
+    .venv/bin/python conformance/run.py --cuda-dtypes   # dtypes CUDA supports beyond the CPU
 
 Writes <out>/conformance[-ci][-fallback].json and .md (default out: reports/),
 prints the summary and the diff against the previous report (the previous
@@ -32,6 +33,12 @@ sys.path.insert(0, HERE)
 
 import expectations  # noqa: E402
 
+# What the worker's environment adds for each path.
+MODE_ENV = {
+    "fallback": {"OPENNEURON_FORCE_CPU_FALLBACK": "all", "OPENNEURON_CPU_FALLBACK": "silent"},
+    "compile": {"OPENNEURON_CONFORMANCE_COMPILE": "1"},
+    "cuda-dtypes": {"OPENNEURON_CONFORMANCE_CUDA_DTYPES": "1"},
+}
 CHECK_ORDER = ("forward", "inplace", "out", "backward", "forward_ad")
 # Worst first: the status of an item is the worst status of its checks.
 STATUS_ORDER = ("harness-error", "error", "fail", "xpass", "xfail", "pass", "excluded", "skipped", "n/a")
@@ -49,6 +56,9 @@ def parse_args(argv=None):
     p.add_argument("--compile", action="store_true",
                    help="run every op under torch.compile(backend=\"neuron\", fullgraph=True), compiled "
                         "for each sample; forward and backward against the CPU; ops only (no modules)")
+    p.add_argument("--cuda-dtypes", action="store_true",
+                   help="the (op, dtype) pairs CUDA supports and the CPU does not (OpInfo's dtypesIfCUDA), "
+                        "forward and backward against the CPU computing in float64/complex128, rounded")
     p.add_argument("--fallback", action="store_true",
                    help="force every op onto the CPU-fallback path "
                         "(OPENNEURON_FORCE_CPU_FALLBACK=all, OPENNEURON_CPU_FALLBACK=silent)")
@@ -75,13 +85,13 @@ def parse_args(argv=None):
 # Plan
 # --------------------------------------------------------------------------
 
-def load_plan():
+def load_plan(mode):
     """The harness's items, computed in a subprocess (the parent stays light)."""
     code = ("import sys, json; sys.path.insert(0, %r); import harness; "
             "import openneuron._C as C; "
             "json.dump({'plan': harness.plan(), 'order': harness.COMMON_DTYPE_ORDER, "
             "'torch': harness.torch.__version__, 'so': C.__file__}, sys.stdout)" % HERE)
-    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="1")
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="1", **MODE_ENV.get(mode, {}))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
     if out.returncode != 0:
         sys.exit(f"could not list the harness's tests:\n{out.stderr[-4000:]}")
@@ -94,7 +104,7 @@ def select(items, order, args, entries, mode):
         items = [it for it in items if any(fnmatch.fnmatchcase(it["name"], p) for p in args.only)]
     if args.dtype:
         items = [it for it in items if it["dtype"] in args.dtype]
-    if args.subset == "ci":
+    if args.subset == "ci" and mode != "cuda-dtypes":  # that one is small: every pair
         by_name = {}
         for it in items:
             by_name.setdefault(it["name"], []).append(it)
@@ -137,11 +147,7 @@ class Runner:
         env["OMP_NUM_THREADS"] = str(self.args.threads)
         if self.args.subset == "full":
             env["PYTORCH_TEST_WITH_SLOW"] = "1"   # OpInfo's @slowTest samples too (the budget bounds them)
-        if self.mode == "compile":
-            env["OPENNEURON_CONFORMANCE_COMPILE"] = "1"
-        if self.mode == "fallback":
-            env["OPENNEURON_FORCE_CPU_FALLBACK"] = "all"
-            env["OPENNEURON_CPU_FALLBACK"] = "silent"
+        env.update(MODE_ENV.get(self.mode, {}))
         return env
 
     def run(self):
@@ -762,12 +768,14 @@ def git_rev():
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.compile and args.fallback:
-        sys.exit("--compile and --fallback are separate runs")
-    mode = "fallback" if args.fallback else "compile" if args.compile else "host"
+    if args.compile + args.fallback + args.cuda_dtypes > 1:
+        sys.exit("--compile, --fallback and --cuda-dtypes are separate runs")
+    mode = ("fallback" if args.fallback else "compile" if args.compile
+            else "cuda-dtypes" if args.cuda_dtypes else "host")
     entries = expectations.load(args.expected)
     name = args.name or ("conformance" + ("-ci" if args.subset == "ci" else "") +
-                         ("-fallback" if args.fallback else "") + ("-compile" if args.compile else ""))
+                         ("-fallback" if args.fallback else "") + ("-compile" if args.compile else "") +
+                         ("-cuda-dtypes" if args.cuda_dtypes else ""))
     os.makedirs(args.out, exist_ok=True)
     workdir = os.path.join(args.out, f".work-{name}")
     shutil.rmtree(workdir, ignore_errors=True)
@@ -775,7 +783,7 @@ def main(argv=None):
 
     t0 = time.monotonic()
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    items, order, torch_version, so_path = load_plan()
+    items, order, torch_version, so_path = load_plan(mode)
     items = select(items, order, args, entries, mode)
     if args.compile:
         items = [it for it in items if it["kind"] == "op"]
@@ -815,8 +823,7 @@ def main(argv=None):
             "worker_restarts": runner.restarts, "extension_rebuilt_during_run": runner.rebuilds,
             "torch": torch_version, "git": git_rev(), "python": platform.python_version(),
             "command": " ".join([os.path.relpath(sys.executable, ROOT), "conformance/run.py"] + (argv or sys.argv[1:])),
-            "env": ({"OPENNEURON_FORCE_CPU_FALLBACK": "all", "OPENNEURON_CPU_FALLBACK": "silent"} if args.fallback
-                    else {"OPENNEURON_CONFORMANCE_COMPILE": "1"} if args.compile else {}),
+            "env": MODE_ENV.get(mode, {}),
         },
         "summary": summarize(rows),
         "unexpected": {"failures": fails, "passes": passes},

@@ -48,6 +48,19 @@ def test_ci_subset(tmp_path, path):
     assert (tmp_path / f"{name}.md").exists()
 
 
+def test_cuda_dtypes(tmp_path):
+    """Every (op, dtype) pair CUDA supports beyond the CPU (OpInfo's
+    dtypesIfCUDA): forward and backward against the CPU computing in
+    float64/complex128 and rounded; each pair that does not pass is listed
+    with its reason."""
+    proc = _run(tmp_path, "--cuda-dtypes", "--max-samples", "6")
+    report = _check(proc, tmp_path / "conformance-cuda-dtypes.json")
+    statuses = report["summary"]["ops"]
+    assert statuses["total"] >= 60, statuses
+    passing = sum(1 for r in report["results"] if r["status"] in ("pass", "xpass"))
+    assert passing >= 60, passing  # 69 of 99 pairs pass (2026-12-04)
+
+
 def test_crash_recovery_and_report_diff(tmp_path):
     """The worker dies (simulated SIGSEGV) in one sample and check: that
     sample and check are an error, every other sample still runs; a second

@@ -88,7 +88,7 @@ bool in_family(ScalarType t, ScalarType narrow) {
 }
 
 bool is_dtype_argument(const c10::Argument& arg) {
-  return arg.type()->str().find("ScalarType") != std::string::npos;
+  return arg.real_type()->str().find("ScalarType") != std::string::npos;
 }
 
 bool is_written(const c10::Argument& arg) {
