@@ -4,6 +4,12 @@
 // memory, dtype or layout conversion) completes before returning, so data is
 // never read or written behind the caller's back.
 #include <ATen/ops/_local_scalar_dense_native.h>
+#include <ATen/ops/_empty_affine_quantized_native.h>
+#include <ATen/ops/_empty_per_channel_affine_quantized_native.h>
+#include <ATen/ops/empty_like_native.h>
+#include <ATen/ops/empty_native.h>
+#include <ATen/ops/empty_quantized_native.h>
+#include <ATen/ops/empty_strided_native.h>
 #include <torch/library.h>
 
 #include "hal/pinned_allocator.h"
@@ -116,6 +122,23 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(_copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(_copy_from_and_resize));
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+}
+
+// Quantized tensors move the same way (their CPU views are quantized too).
+// Their factories are PyTorch's device-generic ones (new_qtensor takes the
+// neuron allocator); through the router, which makes every result a neuron
+// tensor, .cpu() of a quantized tensor would stay on neuron.
+TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m) {
+  m.impl("empty_quantized", TORCH_FN(at::native::empty_quantized));
+  m.impl("empty_like", TORCH_FN(at::native::empty_like_quantized));
+  m.impl("empty.memory_format", TORCH_FN(at::native::empty_unknown_quantized));
+  m.impl("empty_strided", TORCH_FN(at::native::empty_strided_unknown_quantized));
+  m.impl("_empty_affine_quantized", TORCH_FN(at::native::empty_affine_quantized));
+  m.impl("_empty_per_channel_affine_quantized",
+         TORCH_FN(at::native::empty_per_channel_affine_quantized));
+  m.impl("copy_", TORCH_FN(copy_));
+  m.impl("_copy_from", TORCH_FN(_copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(_copy_from_and_resize));
 }
 
 }  // namespace

@@ -2,7 +2,10 @@
 
 #include <cstring>
 
+#include <ATen/native/quantized/AffineQuantizer.h>
 #include <ATen/ops/_efficientzerotensor.h>
+#include <ATen/quantized/QTensorImpl.h>
+#include <ATen/quantized/Quantizer.h>
 #include <c10/core/RefcountedDeleter.h>
 #include <c10/core/TensorImpl.h>
 
@@ -22,6 +25,25 @@ at::Tensor make_tensor(c10::Storage storage, c10::DispatchKey key,
                               like.storage_offset());
   impl->_set_conj(like.is_conj());
   impl->_set_neg(like.is_neg());
+  return at::Tensor(std::move(impl));
+}
+
+// A quantized tensor over `storage` with `key` and `like`'s metadata and
+// quantizer (per-channel scales and zero points as `scales_on` gives them).
+template <class TensorsOn>
+at::Tensor make_quantized(c10::Storage storage, c10::DispatchKey key, const at::Tensor& like,
+                          TensorsOn&& scales_on) {
+  at::QuantizerPtr quantizer = at::get_qtensorimpl(like)->quantizer();
+  if (quantizer->qscheme() == at::kPerChannelAffine ||
+      quantizer->qscheme() == at::kPerChannelAffineFloatQParams) {
+    auto* per_channel = static_cast<at::PerChannelAffineQuantizer*>(quantizer.get());
+    quantizer = at::make_per_channel_affine_quantizer(
+        scales_on(per_channel->scales()), scales_on(per_channel->zero_points()),
+        per_channel->axis(), per_channel->scalar_type());
+  }
+  auto impl = c10::make_intrusive<at::QTensorImpl>(
+      std::move(storage), c10::DispatchKeySet(key), like.dtype(), std::move(quantizer));
+  impl->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
   return at::Tensor(std::move(impl));
 }
 
@@ -63,10 +85,16 @@ at::Tensor CpuViews::to_cpu(const at::Tensor& t) {
                                       [&](size_t j) { return tensors_[j].second->unsafeGetTensorImpl(); }))
     return tensors_[*i].first;
   // A ZeroTensor has no data to view: its CPU twin is a CPU ZeroTensor.
-  auto cpu = t._is_zerotensor()
-                 ? at::_efficientzerotensor(t.sizes(),
-                                            t.options().device(c10::kCPU))
-                 : make_tensor(to_cpu(t.storage()), c10::DispatchKey::CPU, t);
+  at::Tensor cpu;
+  if (t._is_zerotensor()) {
+    cpu = at::_efficientzerotensor(t.sizes(), t.options().device(c10::kCPU));
+  } else if (t.is_quantized()) {
+    // Quantized: a QuantizedCPU view, its per-channel parameters viewed too.
+    cpu = make_quantized(to_cpu(t.storage()), c10::DispatchKey::QuantizedCPU, t,
+                         [&](const at::Tensor& p) { return p.is_cpu() ? p : to_cpu(held_.emplace_back(p)); });
+  } else {
+    cpu = make_tensor(to_cpu(t.storage()), c10::DispatchKey::CPU, t);
+  }
   tensors_.emplace_back(cpu, &t);
   return cpu;
 }
@@ -143,6 +171,12 @@ at::Tensor CpuViews::to_neuron(const at::Tensor& cpu_tensor) {
                                    [&](size_t j) { return tensors_[j].first.unsafeGetTensorImpl(); }))
     return *tensors_[*i].second;
   auto storage = neuron_storage_for(cpu_tensor.storage());
+  if (cpu_tensor.is_quantized()) {
+    // Per-channel parameters become neuron tensors as well (views of the
+    // caller's, which the quantizer then keeps alive), as on CUDA.
+    return make_quantized(std::move(storage), c10::DispatchKey::QuantizedPrivateUse1,
+                          cpu_tensor, [&](const at::Tensor& p) { return p.is_cpu() ? to_neuron(p) : p; });
+  }
   if (cpu_tensor.use_count() == 1) {
     // Nobody else holds the kernel's fresh result: turn that TensorImpl into
     // the neuron tensor instead of building a second one (half the cost of

@@ -15,6 +15,7 @@
 // bookkeeping).
 #pragma once
 
+#include <deque>
 #include <optional>
 #include <unordered_map>
 #include <utility>
@@ -67,6 +68,9 @@ class CpuViews {
   std::optional<size_t> find_storage(const c10::Storage& neuron_storage);
 
   c10::DeviceIndex device_;
+  // Neuron tensors viewed here that no caller holds (a quantizer's
+  // per-channel scales, returned by value): to_cpu keeps pointers to them.
+  std::deque<at::Tensor> held_;
   // neuron storage -> its CPU view storage
   c10::SmallVector<std::pair<c10::Storage, c10::Storage>, 4> storages_;
   // CPU view tensor -> the neuron tensor it shows

@@ -115,6 +115,17 @@ c10::IValue to_neuron(CpuViews& views, const c10::IValue& v) {
   return v;
 }
 
+// Quantized neuron tensors run PyTorch's QuantizedCPU kernels.
+bool quantized_args(c10::ArrayRef<c10::IValue> args) {
+  for (const auto& v : args) {
+    if (v.isTensor() && v.toTensor().is_quantized()) return true;
+    if (v.isTensorList())
+      for (const auto& t : v.toTensorVector())
+        if (t.is_quantized()) return true;
+  }
+  return false;
+}
+
 void run_host_kernel(const c10::OperatorHandle& op, const OpInfo& info,
                      c10::DeviceIndex device, torch::jit::Stack* stack,
                      CallerGenerators& generators) {
@@ -135,7 +146,9 @@ void run_host_kernel(const c10::OperatorHandle& op, const OpInfo& info,
   {
     RedirectCpuAllocations redirect(device, &queue);
     try {
-      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+      op.redispatchBoxed(c10::DispatchKeySet(quantized_args(originals) ? c10::DispatchKey::QuantizedCPU
+                                                                       : c10::DispatchKey::CPU),
+                         stack);
     } catch (const c10::Error& e) {
       if (!is_cpu_dtype_gap(op, e)) rethrow_with_op_context(op, device);
       dtype_gap = std::current_exception();
@@ -180,6 +193,12 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&route_boxed>());
 }
 
+// Quantized neuron tensors (quantize_per_tensor, quantize_dynamic): the same
+// route, to PyTorch's QuantizedCPU kernels.
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&route_boxed>());
+}
+
 }  // namespace
 
 // True when the op takes a device argument (a factory or a conversion such
@@ -202,12 +221,25 @@ void route_ops_with_cpu_kernels_directly() {
   static auto* library = new torch::Library(
       torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
       __LINE__);
+  // The same for quantized neuron tensors and PyTorch's QuantizedCPU kernels
+  // (clone, for one, has a composite kernel that would make a dense copy).
+  static auto* quantized_library = new torch::Library(
+      torch::Library::IMPL, "aten", c10::DispatchKey::QuantizedPrivateUse1, __FILE__,
+      __LINE__);
   auto& dispatcher = c10::Dispatcher::singleton();
   for (const auto& name : dispatcher.getAllOpNames()) {
     if (name.name.rfind("aten::", 0) != 0) continue;
     auto op = dispatcher.findOp(name);
-    if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1))
-      continue;
+    if (!op) continue;
+    std::string op_name = name.name.substr(6);
+    if (!name.overload_name.empty()) op_name += "." + name.overload_name;
+    if (op->hasKernelForDispatchKey(c10::DispatchKey::QuantizedCPU) &&
+        !op->hasKernelForDispatchKey(c10::DispatchKey::QuantizedPrivateUse1) &&
+        !takes_device(op->schema()) && !op->hasTag(at::Tag::inplace_view)) {
+      quantized_library->impl(op_name.c_str(),
+                              torch::CppFunction::makeFromBoxedFunction<&route_boxed>());
+    }
+    if (op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
     const bool cpu = op->hasKernelForDispatchKey(c10::DispatchKey::CPU);
     const bool composite =
         op->hasKernelForDispatchKey(
@@ -220,8 +252,6 @@ void route_ops_with_cpu_kernels_directly() {
     // and runs on tensors without data (functionalization replays them on
     // its wrappers), which CPU views would need.
     if (op->hasTag(at::Tag::inplace_view)) continue;
-    std::string op_name = name.name.substr(6);
-    if (!name.overload_name.empty()) op_name += "." + name.overload_name;
     library->impl(op_name.c_str(),
                   torch::CppFunction::makeFromBoxedFunction<&route_boxed>());
   }
