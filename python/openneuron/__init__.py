@@ -11,8 +11,9 @@ import sys  # noqa: E402
 import torch  # noqa: E402
 
 from . import _build_info, _shared_parameters  # noqa: E402
+from ._safetensors_io import load_safetensors  # noqa: E402
 
-__all__ = ["is_loaded"]
+__all__ = ["is_loaded", "load_safetensors"]
 
 _loaded = False
 
@@ -44,6 +45,9 @@ def _load():
     _shared_parameters.install()
     _device_policies.install()
     _autograd_engine.install()
+    from ._torch_patches import multiprocessing_sharing
+
+    multiprocessing_sharing.install()
     distributed.register()
     # torch.compile(backend="neuron"): when Dynamo is already imported,
     # register now; otherwise Dynamo finds it through the entry point.

@@ -15,6 +15,7 @@
 #include "torch/runtime/device_allocator.h"
 #include "torch/runtime/generator.h"
 #include "torch/runtime/settings.h"
+#include "torch/runtime/shared_storage.h"
 #include "torch/runtime/transfer_stats.h"
 
 namespace py = pybind11;
@@ -218,6 +219,15 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_accumulated_memory_stats",
         [](int d) { device_allocator().resetAccumulatedStats(d); });
   m.def("_mem_get_info", [](int d) { return device_allocator().getMemoryInfo(d); });
+  // torch.multiprocessing (openneuron/_torch_patches/multiprocessing_sharing.py)
+  m.def("_share_tensor_storage", [](const at::Tensor& t) { return share_storage(t.storage()); });
+  m.def("_tensor_from_shared_fd", [](int fd, size_t nbytes, int device, at::ScalarType dtype,
+                                     std::vector<int64_t> size, std::vector<int64_t> stride,
+                                     int64_t offset) {
+    auto storage = storage_from_shared_fd(fd, nbytes, static_cast<c10::DeviceIndex>(device));
+    auto options = at::TensorOptions().dtype(dtype).device(kNeuron, static_cast<c10::DeviceIndex>(device));
+    return at::empty({0}, options).set_(storage, offset, size, stride);
+  });
   m.def("_set_memory_fraction", [](double fraction, int d) {
     openneuron::hal::device_allocator(resolve_device_index(d)).set_memory_fraction(fraction);
   });

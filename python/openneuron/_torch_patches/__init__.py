@@ -11,6 +11,8 @@ and keeps the patch to the narrowest scope that does the job:
   named, and loaded), for frames of our own compiles.
 - precompile_entries.py: when saved frames are written, used or passed over.
 - precompile_guards.py: identity guards kept and saved with our frames.
+- multiprocessing_sharing.py: neuron tensors sent to other processes
+  (torch.multiprocessing) share their memory, as CUDA tensors do.
 
 The patches are written against the PyTorch release below: another release
 fails at import (`require_torch`), where a silent mismatch would break
