@@ -6,6 +6,8 @@
 
 #include <ATen/ATen.h>
 
+#include "torch/aten/router.h"
+#include "torch/aten/sparse_tensors.h"
 #include "torch/runtime/device.h"
 
 namespace openneuron::integration {
@@ -57,7 +59,19 @@ at::Tensor copy_with_layout(const at::Tensor& t) {
 
 // The conjugate and negative bits travel as bits: resolving them on the
 // device would run conj_physical/neg there, i.e. through this path again.
+at::Tensor to_cpu(const at::Tensor& t);
+
+// Sparse tensors travel as their components, read from the tensor itself:
+// their accessor ops (_indices, _values) would come back through this path.
+template <class Move>
+at::Tensor move_sparse(const at::Tensor& t, c10::Device device, Move&& move) {
+  c10::SmallVector<at::Tensor, 3> parts;
+  for (const at::Tensor& part : sparse_parts(t)) parts.push_back(move(part));
+  return make_sparse(t, device, parts);
+}
+
 at::Tensor to_cpu(const at::Tensor& t) {
+  if (t.layout() != c10::kStrided) return move_sparse(t, c10::Device(c10::kCPU), to_cpu);
   const bool conj = t.is_conj(), neg = t.is_neg();
   at::Tensor raw = conj ? t.conj() : t;  // views: metadata only
   if (neg) raw = raw._neg_view();
@@ -71,6 +85,8 @@ at::Tensor to_cpu(const at::Tensor& t) {
 // is copied when it is more than the tensor's own elements.
 at::Tensor to_device(const at::Tensor& cpu, c10::Device device) {
   if (!cpu.defined() || cpu.device().type() != c10::kCPU) return cpu;
+  if (cpu.layout() != c10::kStrided)
+    return move_sparse(cpu, device, [&](const at::Tensor& part) { return to_device(part, device); });
   auto options = cpu.options().device(device);
   const int64_t storage_numel =
       static_cast<int64_t>(cpu.storage().nbytes()) / cpu.element_size();
@@ -165,7 +181,10 @@ void call_with_cpu_copies(const c10::OperatorHandle& op,
     args.push_back(convert((*stack)[first + i], device));
     (*stack)[first + i] = args.back().cpu;
   }
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  op.redispatchBoxed(
+      c10::DispatchKeySet(cpu_key_for(c10::ArrayRef<c10::IValue>(*stack).slice(
+          stack->size() - op.schema().arguments().size()))),
+      stack);
 
   // Every argument the op writes gets the new values, resized as out=
   // arguments may be.
@@ -175,7 +194,9 @@ void call_with_cpu_copies(const c10::OperatorHandle& op,
     for (size_t k = 0; k < args[i].originals.size(); ++k) {
       at::Tensor& original = args[i].originals[k];
       const at::Tensor& copy = args[i].copies[k];
-      if (original.sizes() != copy.sizes()) original.resize_(copy.sizes());
+      // (a sparse tensor's copy_ takes the source's sizes itself)
+      if (original.layout() == c10::kStrided && original.sizes() != copy.sizes())
+        original.resize_(copy.sizes());
       original.copy_(copy);
     }
   }

@@ -6,9 +6,13 @@
 #include <ATen/ops/_efficientzerotensor.h>
 #include <ATen/quantized/QTensorImpl.h>
 #include <ATen/quantized/Quantizer.h>
+#include <ATen/SparseCsrTensorImpl.h>
+#include <ATen/SparseCsrTensorUtils.h>
+#include <ATen/native/SparseTensorUtils.h>
 #include <c10/core/RefcountedDeleter.h>
 #include <c10/core/TensorImpl.h>
 
+#include "torch/aten/sparse_tensors.h"
 #include "torch/runtime/cpu_allocation_redirect.h"
 #include "torch/runtime/device.h"
 #include "torch/runtime/device_allocator.h"
@@ -88,6 +92,12 @@ at::Tensor CpuViews::to_cpu(const at::Tensor& t) {
   at::Tensor cpu;
   if (t._is_zerotensor()) {
     cpu = at::_efficientzerotensor(t.sizes(), t.options().device(c10::kCPU));
+  } else if (t.is_sparse() || is_compressed(t)) {
+    // Sparse: a CPU sparse tensor over views of the components.
+    c10::SmallVector<at::Tensor, 3> parts;
+    // (held: to_cpu keeps pointers, and the impl hands its components out by value)
+    for (at::Tensor& part : sparse_parts(t)) parts.push_back(to_cpu(held_.emplace_back(std::move(part))));
+    cpu = make_sparse(t, c10::Device(c10::kCPU), parts);
   } else if (t.is_quantized()) {
     // Quantized: a QuantizedCPU view, its per-channel parameters viewed too.
     cpu = make_quantized(to_cpu(t.storage()), c10::DispatchKey::QuantizedCPU, t,
@@ -120,13 +130,44 @@ void CpuViews::write_back() {
     n->set_data_ptr_noswap(std::move(data));
     n->set_nbytes(nbytes);
   }
+  c10::SmallVector<std::pair<at::Tensor, const at::Tensor*>, 2> sparse;
   for (auto& [cpu, neuron] : tensors_) {
+    if (neuron->is_sparse() || is_compressed(*neuron)) {
+      sparse.emplace_back(cpu, neuron);  // after the dense ones: its components are among them
+      continue;
+    }
     auto* impl = neuron->unsafeGetTensorImpl();
     if (!cpu.storage().is_alias_of(to_cpu(neuron->storage())))
       impl->set_storage_keep_dtype(neuron_storage_for(cpu.storage()));
     if (!same_metadata(cpu, *neuron))
       impl->set_sizes_and_strides(cpu.sizes(), cpu.strides(),
                                   cpu.storage_offset());
+  }
+  // A kernel that changed a sparse tensor (add_, copy_, resize_as_, zero_)
+  // gave its CPU view new components: the neuron tensor takes them.
+  for (auto& [cpu, neuron] : sparse) write_back_sparse(cpu, *neuron);
+}
+
+void CpuViews::write_back_sparse(const at::Tensor& cpu, const at::Tensor& neuron) {
+  const auto cpu_parts = sparse_parts(cpu);
+  const auto neuron_parts = sparse_parts(neuron);
+  bool changed = !cpu.sizes().equals(neuron.sizes());
+  c10::SmallVector<at::Tensor, 3> parts;
+  for (size_t i = 0; i < cpu_parts.size(); ++i) {
+    parts.push_back(to_neuron(cpu_parts[i]));
+    changed |= !parts.back().is_same(neuron_parts[i]);
+  }
+  if (neuron.is_sparse()) {
+    auto* impl = at::sparse::get_sparse_impl(neuron);
+    auto* cpu_impl = at::sparse::get_sparse_impl(cpu);
+    if (changed) {
+      impl->raw_resize_(cpu_impl->sparse_dim(), cpu_impl->dense_dim(), cpu.sizes());
+      impl->set_indices_and_values_unsafe(parts[0], parts[1]);
+    }
+    impl->set_coalesced(cpu_impl->coalesced());
+  } else if (changed) {
+    at::sparse_csr::get_sparse_csr_impl(neuron)->set_member_tensors(parts[0], parts[1], parts[2],
+                                                                    cpu.sizes());
   }
 }
 
@@ -170,6 +211,13 @@ at::Tensor CpuViews::to_neuron(const at::Tensor& cpu_tensor) {
   if (auto i = by_cpu_tensor_.find(cpu_tensor.unsafeGetTensorImpl(), tensors_.size(),
                                    [&](size_t j) { return tensors_[j].first.unsafeGetTensorImpl(); }))
     return *tensors_[*i].second;
+  // Sparse: a neuron sparse tensor over the components (views of inputs'
+  // components map back to them).
+  if (cpu_tensor.is_sparse() || is_compressed(cpu_tensor)) {
+    c10::SmallVector<at::Tensor, 3> parts;
+    for (const at::Tensor& part : sparse_parts(cpu_tensor)) parts.push_back(to_neuron(part));
+    return make_sparse(cpu_tensor, c10::Device(kNeuron, device_), parts);
+  }
   auto storage = neuron_storage_for(cpu_tensor.storage());
   if (cpu_tensor.is_quantized()) {
     // Per-channel parameters become neuron tensors as well (views of the

@@ -64,6 +64,7 @@ class CpuViews {
 
  private:
   c10::Storage neuron_storage_for(const c10::Storage& cpu_storage);
+  void write_back_sparse(const at::Tensor& cpu, const at::Tensor& neuron);
   c10::Storage adopt(const c10::Storage& cpu_storage);
   std::optional<size_t> find_storage(const c10::Storage& neuron_storage);
 

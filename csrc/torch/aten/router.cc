@@ -4,13 +4,16 @@
 // ATen's CPU kernel directly on device memory through CPU views: no copy.
 // Otherwise, or when the op is forced onto it, the op takes the CPU-fallback
 // path with copies (cpu_fallback.h).
+#include <ATen/SparseCsrTensorUtils.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
 #include <algorithm>
 #include <exception>
+#include <memory>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "hal/driver.h"
 #include "torch/aten/cpu_fallback.h"
@@ -25,6 +28,26 @@
 #include "torch/runtime/streams.h"
 
 namespace openneuron::integration {
+
+c10::DispatchKey cpu_key_for(c10::ArrayRef<c10::IValue> args) {
+  auto key = c10::DispatchKey::CPU;
+  auto visit = [&](const at::Tensor& t) {
+    if (!t.defined()) return;
+    if (t.is_quantized()) key = c10::DispatchKey::QuantizedCPU;
+    else if (t.is_sparse()) key = c10::DispatchKey::SparseCPU;
+    else if (at::sparse_csr::is_sparse_compressed(t.layout()) && key == c10::DispatchKey::CPU)
+      key = c10::DispatchKey::SparseCsrCPU;  // CSR, CSC, BSR, BSC
+  };
+  for (const auto& v : args) {
+    if (v.isTensor()) {
+      visit(v.toTensor());
+    } else if (v.isList()) {
+      for (const auto& e : v.toListRef())
+        if (e.isTensor()) visit(e.toTensor());
+    }
+  }
+  return key;
+}
 
 bool host_addressable() {
   static const bool value =
@@ -115,17 +138,6 @@ c10::IValue to_neuron(CpuViews& views, const c10::IValue& v) {
   return v;
 }
 
-// Quantized neuron tensors run PyTorch's QuantizedCPU kernels.
-bool quantized_args(c10::ArrayRef<c10::IValue> args) {
-  for (const auto& v : args) {
-    if (v.isTensor() && v.toTensor().is_quantized()) return true;
-    if (v.isTensorList())
-      for (const auto& t : v.toTensorVector())
-        if (t.is_quantized()) return true;
-  }
-  return false;
-}
-
 void run_host_kernel(const c10::OperatorHandle& op, const OpInfo& info,
                      c10::DeviceIndex device, torch::jit::Stack* stack,
                      CallerGenerators& generators) {
@@ -146,9 +158,7 @@ void run_host_kernel(const c10::OperatorHandle& op, const OpInfo& info,
   {
     RedirectCpuAllocations redirect(device, &queue);
     try {
-      op.redispatchBoxed(c10::DispatchKeySet(quantized_args(originals) ? c10::DispatchKey::QuantizedCPU
-                                                                       : c10::DispatchKey::CPU),
-                         stack);
+      op.redispatchBoxed(c10::DispatchKeySet(cpu_key_for(originals)), stack);
     } catch (const c10::Error& e) {
       if (!is_cpu_dtype_gap(op, e)) rethrow_with_op_context(op, device);
       dtype_gap = std::current_exception();
@@ -193,9 +203,15 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&route_boxed>());
 }
 
-// Quantized neuron tensors (quantize_per_tensor, quantize_dynamic): the same
-// route, to PyTorch's QuantizedCPU kernels.
+// Quantized and sparse neuron tensors: the same route, to PyTorch's
+// QuantizedCPU, SparseCPU and SparseCsrCPU kernels.
 TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&route_boxed>());
+}
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&route_boxed>());
+}
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&route_boxed>());
 }
 
@@ -221,11 +237,17 @@ void route_ops_with_cpu_kernels_directly() {
   static auto* library = new torch::Library(
       torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
       __LINE__);
-  // The same for quantized neuron tensors and PyTorch's QuantizedCPU kernels
-  // (clone, for one, has a composite kernel that would make a dense copy).
-  static auto* quantized_library = new torch::Library(
-      torch::Library::IMPL, "aten", c10::DispatchKey::QuantizedPrivateUse1, __FILE__,
-      __LINE__);
+  // The same for quantized and sparse neuron tensors and PyTorch's
+  // QuantizedCPU / SparseCPU / SparseCsrCPU kernels (clone, for one, has a
+  // composite kernel that would make a dense copy).
+  static const std::pair<c10::DispatchKey, c10::DispatchKey> kLayoutKeys[] = {
+      {c10::DispatchKey::QuantizedCPU, c10::DispatchKey::QuantizedPrivateUse1},
+      {c10::DispatchKey::SparseCPU, c10::DispatchKey::SparsePrivateUse1},
+      {c10::DispatchKey::SparseCsrCPU, c10::DispatchKey::SparseCsrPrivateUse1}};
+  static auto* layout_libraries = new std::vector<std::unique_ptr<torch::Library>>();
+  for (const auto& [cpu_key, neuron_key] : kLayoutKeys)
+    layout_libraries->push_back(std::make_unique<torch::Library>(
+        torch::Library::IMPL, "aten", neuron_key, __FILE__, __LINE__));
   auto& dispatcher = c10::Dispatcher::singleton();
   for (const auto& name : dispatcher.getAllOpNames()) {
     if (name.name.rfind("aten::", 0) != 0) continue;
@@ -233,11 +255,13 @@ void route_ops_with_cpu_kernels_directly() {
     if (!op) continue;
     std::string op_name = name.name.substr(6);
     if (!name.overload_name.empty()) op_name += "." + name.overload_name;
-    if (op->hasKernelForDispatchKey(c10::DispatchKey::QuantizedCPU) &&
-        !op->hasKernelForDispatchKey(c10::DispatchKey::QuantizedPrivateUse1) &&
-        !takes_device(op->schema()) && !op->hasTag(at::Tag::inplace_view)) {
-      quantized_library->impl(op_name.c_str(),
-                              torch::CppFunction::makeFromBoxedFunction<&route_boxed>());
+    for (size_t i = 0; i < std::size(kLayoutKeys); ++i) {
+      const auto [cpu_key, neuron_key] = kLayoutKeys[i];
+      if (op->hasKernelForDispatchKey(cpu_key) && !op->hasKernelForDispatchKey(neuron_key) &&
+          !takes_device(op->schema()) && !op->hasTag(at::Tag::inplace_view)) {
+        (*layout_libraries)[i]->impl(op_name.c_str(),
+                                     torch::CppFunction::makeFromBoxedFunction<&route_boxed>());
+      }
     }
     if (op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
     const bool cpu = op->hasKernelForDispatchKey(c10::DispatchKey::CPU);

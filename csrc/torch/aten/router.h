@@ -10,6 +10,11 @@ namespace openneuron::integration {
 void route_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                  torch::jit::Stack* stack);
 
+// The CPU dispatch key whose kernels an op's CPU arguments (views or
+// copies) run: quantized and sparse tensors run PyTorch's QuantizedCPU and
+// SparseCPU / SparseCsrCPU kernels, everything else CPU's.
+c10::DispatchKey cpu_key_for(c10::ArrayRef<c10::IValue> args);
+
 // True when the driver's memory is host-addressable (the host driver).
 bool host_addressable();
 
