@@ -14,10 +14,10 @@ compile lock), and restored after. Other backends see the switch as the user
 left it.
 
 Saving never fails a compile: a frame whose compile fails in the package code
-(PyTorch raises PackageError for code it cannot name, such as a function
-defined in a class body and called through an attribute, transformers'
-`loss_function`) is compiled again without the package, unsaved; logged at
-INFO on logger `openneuron.compiler`.
+(PyTorch raises PackageError for code it cannot name, such as a property
+getter compiled as a frame of its own: transformers' `loss_function` when a
+model is called with `labels=`) is compiled again without the package,
+unsaved; logged at INFO on logger `openneuron.compiler`.
 """
 
 import contextlib
