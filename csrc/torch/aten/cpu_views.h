@@ -15,7 +15,7 @@
 // bookkeeping).
 #pragma once
 
-#include <deque>
+#include <list>
 #include <optional>
 #include <unordered_map>
 #include <utility>
@@ -70,8 +70,10 @@ class CpuViews {
 
   c10::DeviceIndex device_;
   // Neuron tensors viewed here that no caller holds (a quantizer's
-  // per-channel scales, returned by value): to_cpu keeps pointers to them.
-  std::deque<at::Tensor> held_;
+  // per-channel scales, a sparse tensor's components, returned by value):
+  // to_cpu keeps pointers to them. A list: stable references, and no
+  // allocation while empty (a deque allocates when made, on every op).
+  std::list<at::Tensor> held_;
   // neuron storage -> its CPU view storage
   c10::SmallVector<std::pair<c10::Storage, c10::Storage>, 4> storages_;
   // CPU view tensor -> the neuron tensor it shows
