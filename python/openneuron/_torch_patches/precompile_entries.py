@@ -27,7 +27,7 @@ import torch
 from openneuron.compiler.config import settings
 
 from . import replace, require_torch
-from .precompile_scope import active
+from .precompile_scope import _causes, active
 
 require_torch(__name__)
 
@@ -91,12 +91,6 @@ def _bounded(cache_entry, limit):
                                        backend_ids=[b for b in code.backend_ids if b in called])
         codes.append(code)
     return dataclasses.replace(cache_entry, codes=codes)
-
-
-def _causes(error):
-    while error is not None:
-        yield error
-        error = error.__cause__ or error.__context__
 
 
 @contextlib.contextmanager
