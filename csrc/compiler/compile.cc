@@ -109,7 +109,7 @@ struct Build {
       source += "\n" + kernels.back().source;
     }
     launches = combine_small_kernels(schedule, kernels);
-    for (const CombinedLaunch& l : launches) source += "\n" + combined_launch_source(l, schedule, kernels);
+    for (const CombinedLaunch& l : launches) source += "\n" + combined_launch_source(l, schedule, kernels, symbols.size());
   }
   LoweredGraph lowered;
   Schedule schedule;

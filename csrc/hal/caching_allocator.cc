@@ -1,5 +1,6 @@
 #include "hal/caching_allocator.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <limits>
@@ -37,7 +38,9 @@ struct CachingAllocator::Impl {
     Block* block;
   };
 
-  Impl(Driver& d, int dev, size_t cap) : driver(d), device(dev), capacity(cap), limit(cap) {
+  Impl(Driver& d, int dev, size_t cap)
+      : driver(d), device(dev), capacity(cap), limit(cap),
+        max_allocation(d.properties(dev).max_allocation) {
     // CUDA reports "no max_split_size" as SIZE_MAX cast to int64.
     stats.max_split_size = -1;
   }
@@ -76,6 +79,7 @@ struct CachingAllocator::Impl {
   const int device;
   const size_t capacity;
   size_t limit;             // capacity times the per-process memory fraction
+  const size_t max_allocation;  // the driver's largest allocate() (0: no limit)
   double fraction = 1.0;
   mutable std::mutex mutex;
   AllocatorStats stats;
@@ -112,6 +116,16 @@ CachingAllocator::Impl::~Impl() {
 void* CachingAllocator::Impl::malloc(size_t orig_size, const Queue* queue,
                                      bool last_try) {
   process_events();
+  if (max_allocation != 0 && orig_size > max_allocation) {
+    // No segment can hold it: fail now, without emptying the cache.
+    ++stats.num_ooms;
+    const auto all = static_cast<size_t>(Pool::All);
+    throw OutOfMemoryError(device, orig_size, limit,
+                           static_cast<size_t>(stats.allocated_bytes[all].current),
+                           static_cast<size_t>(stats.reserved_bytes[all].current),
+                           "one allocation on a " + driver.name() + " device holds at most " +
+                               format_bytes(max_allocation) + " (the driver's max_allocation)");
+  }
   Block* block = nullptr;
   size_t size = 0;
   if (orig_size <= kMaxRequest) {
@@ -162,7 +176,8 @@ Block* CachingAllocator::Impl::get_free_block(BlockPool& pool,
 
 Block* CachingAllocator::Impl::alloc_segment(BlockPool& pool,
                                              const Queue* queue, size_t size) {
-  const size_t preferred = segment_size(size);
+  size_t preferred = segment_size(size);
+  if (max_allocation != 0 && preferred > max_allocation) preferred = std::max(size, max_allocation);
   Block* block = map_segment(pool, queue, preferred);
   // Near the capacity, a mid-size request may still fit in a segment of its
   // own size where the 20 MiB segment does not.

@@ -1,24 +1,24 @@
 // A compiled program loaded on a device: a set of named entry points
-// (kernels) that run in order on a queue. The host driver's executables are
-// shared objects made by the compiler; a GPU driver's would be its binaries.
+// (kernels), run by Queue::dispatch. The host and protected drivers'
+// executables are shared objects made by the compiler; a GPU driver's are
+// its binaries (SPIR-V for Vulkan).
 #pragma once
 
-#include <cstdint>
 #include <string>
+
+#include "hal/types.h"
 
 namespace openneuron::hal {
 
-class Queue;
-
-// Entry point ABI: void entry(void** buffers, const int64_t* scalars,
-// int64_t threads). Buffers are device pointers; scalars are symbolic sizes.
 class Executable {
  public:
   virtual ~Executable() = default;
-  // Index of the entry point `name`; throws Error when missing.
+  // Index of the entry point `name`; throws Error naming the executable and
+  // the entry when it has none.
   virtual int entry(const std::string& name) = 0;
-  // Runs entry `index` after everything enqueued on `queue` before it.
-  virtual void launch(Queue& queue, int index, void** buffers, const int64_t* scalars, int64_t threads) = 0;
+  // What entry `index` (from entry()) takes; throws InvalidArgumentError for
+  // an index entry() never returned.
+  virtual const EntryInfo& entry_info(int index) const = 0;
 };
 
 }  // namespace openneuron::hal

@@ -5,6 +5,7 @@
 
 #include "hal/config.h"
 #include "hal/drivers/host/host_driver.h"
+#include "hal/drivers/protected/protected_driver.h"
 #include "hal/error.h"
 
 namespace openneuron::hal {
@@ -16,6 +17,7 @@ using Factory = std::function<std::unique_ptr<Driver>()>;
 const std::vector<std::pair<std::string, Factory>>& drivers() {
   static const auto* table = new std::vector<std::pair<std::string, Factory>>{
       {"host", [] { return std::make_unique<HostDriver>(); }},
+      {"protected", [] { return std::make_unique<ProtectedDriver>(); }},
   };
   return *table;
 }

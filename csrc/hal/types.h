@@ -1,17 +1,34 @@
 // Plain value types shared by every driver.
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace openneuron::hal {
+
+// A location in device memory, as Driver::allocate hands it out. Only the
+// driver interprets it (a host pointer on the host driver; a pointer into
+// memory the host cannot touch on the protected driver; a buffer device
+// address on a GPU). Offsets are plain arithmetic: `addr + n` names the byte
+// n past `addr` within the same allocation, so views of a buffer need no
+// help from the driver. Code above the HAL must never dereference one unless
+// DeviceProperties::host_addressable says it may.
+using DeviceAddress = void*;
 
 struct DeviceProperties {
   std::string name;           // e.g. "OpenNeuron host device 0"
   std::string driver;         // e.g. "host"
   size_t total_memory = 0;    // bytes the device may hand out (its capacity)
+  // The largest single allocate() the device can satisfy (a Vulkan device's
+  // maxMemoryAllocationSize); requests above it fail at once.
+  size_t max_allocation = 0;
   int compute_units = 0;      // parallel workers a kernel can use
   bool host_addressable = false;  // host code may read/write device memory
+  // Device and host share physical memory (an integrated GPU, the CPU
+  // drivers): copies cost a memcpy, not a bus transfer.
+  bool unified_memory = false;
   // Kernels run on the thread that launches them, on the host's CPU cores
   // (the host driver): a second host thread driving the device buys no
   // concurrency, only a second thread pool on the same cores.
@@ -19,6 +36,14 @@ struct DeviceProperties {
   // Kernels may read host (CPU) memory when they run: a CPU scalar operand
   // (an optimizer's step count) is passed to a kernel as a pointer.
   bool kernels_read_host_memory = false;
+  // Dtypes the device's kernels compute in natively; others must be
+  // emulated or refused, never silently narrowed.
+  bool native_fp64 = false;
+  bool native_int64 = false;
+  bool native_fp16 = false;
+  bool native_bf16 = false;
+  int subgroup_size = 1;            // lanes that run in lockstep (1: a CPU)
+  size_t shared_memory_bytes = 0;   // per workgroup
 };
 
 // What bounds a device's allocations (Driver::memory_budget): for
@@ -35,5 +60,19 @@ struct MemoryBudget {
 enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
 
 const char* to_string(CopyKind kind);
+
+// How many workgroups a dispatch runs. The CPU drivers run one workgroup
+// per thread they may use: x is that thread count.
+struct Grid {
+  int64_t x = 1, y = 1, z = 1;
+};
+
+// What an executable's entry point expects (Executable::entry_info).
+struct EntryInfo {
+  std::string name;
+  int bindings = 0;  // device buffers, in order
+  int scalars = 0;   // 64-bit scalar arguments (push constants)
+  std::array<int, 3> workgroup_size{1, 1, 1};
+};
 
 }  // namespace openneuron::hal

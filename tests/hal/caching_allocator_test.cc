@@ -599,5 +599,36 @@ TEST(HostDriverBudgetTest, MemoryFractionBoundsOneAllocator) {
   a0.free(p);
 }
 
+// A device whose single allocations are bounded below its capacity (as a
+// Vulkan device's maxMemoryAllocationSize is).
+class SmallAllocationDriver : public HostDriver {
+ public:
+  SmallAllocationDriver() : HostDriver(1, 64 * kMiB2) {}
+  DeviceProperties properties(int device) const override {
+    DeviceProperties props = HostDriver::properties(device);
+    props.max_allocation = 8 * kMiB2;
+    return props;
+  }
+};
+
+TEST(MaxAllocationTest, LargerRequestFailsAtOnceNamingTheLimit) {
+  SmallAllocationDriver driver;
+  CachingAllocator a(driver, 0, driver.properties(0).total_memory);
+  void* small = a.allocate(6 * kMiB2, nullptr);  // the segment stays within the limit
+  EXPECT_NE(small, nullptr);
+  try {
+    a.allocate(9 * kMiB2, nullptr);
+    FAIL() << "expected OutOfMemoryError";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_NE(std::string(e.what()).find("holds at most 8.00 MiB (the driver's max_allocation)"),
+              std::string::npos)
+        << e.what();
+  }
+  void* again = a.allocate(8 * kMiB2, nullptr);  // still usable, up to the limit
+  EXPECT_NE(again, nullptr);
+  a.free(again);
+  a.free(small);
+}
+
 }  // namespace
 }  // namespace openneuron::hal

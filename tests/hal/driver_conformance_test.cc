@@ -1,8 +1,12 @@
 // The contract every driver must meet. The suite runs once per registered
 // driver name; a new driver passes it before the layers above may use it.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -62,7 +66,13 @@ TEST_P(DriverConformanceTest, Properties) {
     EXPECT_FALSE(props.name.empty());
     EXPECT_EQ(props.driver, GetParam());
     EXPECT_GT(props.total_memory, 0u);
+    EXPECT_GT(props.max_allocation, 0u);
+    EXPECT_LE(props.max_allocation, props.total_memory);
     EXPECT_GE(props.compute_units, 1);
+    EXPECT_GE(props.subgroup_size, 1);
+    // Memory the host can address is what "unified" means for the CPU drivers;
+    // a driver must not claim host access without it.
+    if (props.host_addressable) EXPECT_TRUE(props.unified_memory);
     names.insert(props.name);
   }
   EXPECT_EQ(names.size(), static_cast<size_t>(driver_->device_count()))
@@ -80,6 +90,27 @@ TEST_P(DriverConformanceTest, HostDriverProperties) {
   EXPECT_TRUE(props.runs_on_host_threads);
   unsigned threads = std::thread::hardware_concurrency();
   if (threads > 0) EXPECT_EQ(props.compute_units, static_cast<int>(threads));
+}
+
+TEST_P(DriverConformanceTest, ProtectedDriverProperties) {
+  if (GetParam() != "protected") GTEST_SKIP() << "protected driver only";
+  DeviceProperties props = driver_->properties(0);
+  EXPECT_EQ(props.name, "OpenNeuron protected device 0");
+  EXPECT_FALSE(props.host_addressable);
+  EXPECT_FALSE(props.kernels_read_host_memory);
+  EXPECT_FALSE(props.runs_on_host_threads);
+}
+
+// Device memory of a driver that says the host cannot address it really is
+// closed: a host read faults (the protected driver maps it PROT_NONE).
+TEST_P(DriverConformanceTest, HostAccessToClosedMemoryFaults) {
+  if (driver_->properties(0).host_addressable) GTEST_SKIP() << "host-addressable memory";
+  void* ptr = driver_->allocate(0, 4096);
+  ASSERT_NE(ptr, nullptr);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH({ std::printf("%d", *static_cast<volatile char*>(ptr)); }, "");
+  EXPECT_DEATH({ *static_cast<volatile char*>(ptr) = 1; }, "");
+  driver_->free(0, ptr, 4096);
 }
 
 TEST_P(DriverConformanceTest, InvalidDeviceIndex) {
@@ -179,6 +210,91 @@ TEST_P(DriverConformanceTest, AsynchronousCopies) {
   EXPECT_EQ(back, data);
   driver_->free(0, d1, data.size());
   driver_->free(0, d2, data.size());
+}
+
+// Device addresses take offsets by plain arithmetic (types.h).
+TEST_P(DriverConformanceTest, CopiesAtOffsets) {
+  const auto data = pattern(8192, 9);
+  void* d = upload(0, data);
+  auto* base = static_cast<char*>(d);
+  const auto patch = pattern(100, 200);
+  driver_->copy(base + 1000, patch.data(), patch.size(), CopyKind::HostToDevice);
+  auto queue = driver_->create_queue(0, 0);
+  queue->copy_async(base + 5000, base + 1000, 100, CopyKind::DeviceToDevice);
+  std::vector<uint8_t> back(data.size());
+  queue->copy_async(back.data(), d, data.size(), CopyKind::DeviceToHost);
+  queue->synchronize();
+  auto expected = data;
+  std::copy(patch.begin(), patch.end(), expected.begin() + 1000);
+  std::copy(patch.begin(), patch.end(), expected.begin() + 5000);
+  EXPECT_EQ(back, expected);
+  std::vector<uint8_t> middle(10);
+  driver_->copy(middle.data(), base + 1003, 10, CopyKind::DeviceToHost);
+  EXPECT_TRUE(std::equal(middle.begin(), middle.end(), patch.begin() + 3));
+  driver_->free(0, d, data.size());
+}
+
+// A driver that checks addresses refuses a range outside every allocation
+// with a typed error and stays usable.
+TEST_P(DriverConformanceTest, CopyOutsideAllocationIsRefused) {
+  if (driver_->properties(0).host_addressable) GTEST_SKIP() << "host pointers are not checked";
+  const auto data = pattern(4096, 1);
+  void* d = upload(0, data);
+  std::vector<uint8_t> back(8192);
+  EXPECT_THROW(driver_->copy(back.data(), d, 8192, CopyKind::DeviceToHost), InvalidArgumentError);
+  EXPECT_THROW(driver_->copy(back.data(), back.data() + 1, 16, CopyKind::DeviceToHost),
+               InvalidArgumentError);
+  auto queue = driver_->create_queue(0, 0);
+  EXPECT_THROW(queue->copy_async(static_cast<char*>(d) + 4000, data.data(), 200,
+                                 CopyKind::HostToDevice),
+               InvalidArgumentError);
+  EXPECT_THROW(queue->fill(static_cast<char*>(d) + 4096, 4, 0, 4), InvalidArgumentError);
+  driver_->copy(back.data(), d, 4096, CopyKind::DeviceToHost);
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), back.begin()));
+  driver_->free(0, d, data.size());
+}
+
+TEST_P(DriverConformanceTest, FillWithEveryPatternSize) {
+  const size_t bytes = 4096;
+  void* d = upload(0, pattern(bytes + 64, 5));
+  auto* base = static_cast<char*>(d);
+  auto queue = driver_->create_queue(0, 0);
+  const uint64_t value = 0x0102030405060708ull;
+  for (int size : {1, 2, 4, 8}) {
+    queue->fill(base + 8, bytes, value, size);  // at an offset
+    std::vector<uint8_t> back(bytes + 16);
+    queue->copy_async(back.data(), d, back.size(), CopyKind::DeviceToHost);
+    queue->synchronize();
+    for (size_t i = 0; i < bytes; ++i) {
+      uint8_t expected = static_cast<uint8_t>(value >> (8 * (i % size)));
+      ASSERT_EQ(back[8 + i], expected) << "pattern size " << size << " byte " << i;
+    }
+    EXPECT_EQ(back[bytes + 8], pattern(bytes + 64, 5)[bytes + 8]) << "fill wrote past its end";
+  }
+  EXPECT_THROW(queue->fill(d, 12, 0, 3), InvalidArgumentError);
+  EXPECT_THROW(queue->fill(d, 12, 0, 8), InvalidArgumentError);
+  queue->fill(d, 0, 0, 4);  // nothing to do
+  queue->synchronize();
+  driver_->free(0, d, bytes + 64);
+}
+
+TEST_P(DriverConformanceTest, UpdateCapturesBytesAtTheCall) {
+  void* d = upload(0, pattern(256, 0));
+  auto queue = driver_->create_queue(0, 0);
+  Gate gate;
+  queue->host_task(gate.task());  // the update cannot run before the reuse below
+  std::vector<uint8_t> src = pattern(64, 77);
+  const auto expected = src;
+  queue->update(static_cast<char*>(d) + 32, src.data(), src.size());
+  std::fill(src.begin(), src.end(), 0);
+  gate.release();
+  std::vector<uint8_t> back(64);
+  queue->copy_async(back.data(), static_cast<char*>(d) + 32, 64, CopyKind::DeviceToHost);
+  queue->synchronize();
+  EXPECT_EQ(back, expected);
+  std::vector<uint8_t> big(Queue::kMaxUpdateBytes + 1);
+  EXPECT_THROW(queue->update(d, big.data(), big.size()), InvalidArgumentError);
+  driver_->free(0, d, 256);
 }
 
 TEST_P(DriverConformanceTest, CopiesOnSecondDevice) {
@@ -408,6 +524,131 @@ TEST_P(DriverConformanceTest, DeviceSynchronizeSurvivesDestroyedQueues) {
   EXPECT_TRUE(live->query());
 }
 
+// ---- executables -----------------------------------------------------------
+
+// A shared object in the CPU drivers' executable format (host_executable.h),
+// built with the compiler that built this test.
+std::string build_test_executable(const std::string& source) {
+  static int counter = 0;
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("openneuron_hal_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const auto stem = dir / ("kernels" + std::to_string(counter++));
+  std::ofstream(stem.string() + ".cc") << source;
+  const std::string cmd = std::string(OPENNEURON_TEST_CXX) + " -shared -fPIC -O1 -o " +
+                          stem.string() + ".so " + stem.string() + ".cc";
+  if (std::system(cmd.c_str()) != 0) throw std::runtime_error("cannot build: " + cmd);
+  return stem.string() + ".so";
+}
+
+// out[i] = in[i] * scalars[0] + scalars[1] for i < scalars[2]; the threads
+// value is written to counter[0] so a test sees the grid arrive.
+const char* kAxpbSource = R"(
+#include <cstdint>
+extern "C" void axpb(void** b, const int64_t* s, int64_t threads) {
+  const float* in = static_cast<const float*>(b[0]);
+  float* out = static_cast<float*>(b[1]);
+  for (int64_t i = 0; i < s[2]; ++i) out[i] = in[i] * s[0] + s[1];
+  static_cast<int64_t*>(b[2])[0] = threads;
+}
+extern "C" const int64_t axpb_info[5] = {3, 3, 1, 1, 1};
+extern "C" void no_metadata(void**, const int64_t*, int64_t) {}
+)";
+
+class ExecutableTest : public DriverConformanceTest {
+ protected:
+  void SetUp() override {
+    DriverConformanceTest::SetUp();
+    static const std::string path = build_test_executable(kAxpbSource);
+    path_ = path;
+  }
+  std::string path_;
+};
+
+TEST_P(ExecutableTest, LoadDescribeAndDispatch) {
+  auto exe = driver_->load_executable(0, path_);
+  const int entry = exe->entry("axpb");
+  EXPECT_EQ(exe->entry("axpb"), entry);
+  const EntryInfo& info = exe->entry_info(entry);
+  EXPECT_EQ(info.name, "axpb");
+  EXPECT_EQ(info.bindings, 3);
+  EXPECT_EQ(info.scalars, 3);
+  EXPECT_EQ(info.workgroup_size, (std::array<int, 3>{1, 1, 1}));
+
+  const int n = 1000;
+  std::vector<float> in(n);
+  std::iota(in.begin(), in.end(), 0.0f);
+  auto* d_in = static_cast<char*>(driver_->allocate(0, n * 4 + 64));
+  auto* d_out = static_cast<char*>(driver_->allocate(0, n * 4));
+  auto* d_counter = static_cast<char*>(driver_->allocate(0, 8));
+  auto queue = driver_->create_queue(0, 0);
+  // Work queued before and after the dispatch runs in order around it.
+  queue->copy_async(d_in + 64, in.data(), n * 4, CopyKind::HostToDevice);
+  const DeviceAddress bindings[] = {d_in + 64, d_out, d_counter};
+  const int64_t scalars[] = {3, 1, n};
+  queue->dispatch(*exe, entry, bindings, scalars, Grid{5, 1, 1});
+  std::vector<float> out(n);
+  int64_t threads = 0;
+  queue->copy_async(out.data(), d_out, n * 4, CopyKind::DeviceToHost);
+  queue->copy_async(&threads, d_counter, 8, CopyKind::DeviceToHost);
+  queue->synchronize();
+  for (int i = 0; i < n; ++i) ASSERT_EQ(out[i], 3.0f * i + 1.0f) << i;
+  EXPECT_EQ(threads, 5);
+  driver_->free(0, d_in, n * 4 + 64);
+  driver_->free(0, d_out, n * 4);
+  driver_->free(0, d_counter, 8);
+}
+
+TEST_P(ExecutableTest, BadEntriesAndArgumentsAreRefused) {
+  auto exe = driver_->load_executable(0, path_);
+  try {
+    exe->entry("missing_kernel");
+    FAIL() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing_kernel"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(exe->entry("no_metadata"), Error);
+  EXPECT_THROW(exe->entry_info(7), InvalidArgumentError);
+  const int entry = exe->entry("axpb");
+  void* d = driver_->allocate(0, 64);
+  auto queue = driver_->create_queue(0, 0);
+  const DeviceAddress two[] = {d, d};
+  const DeviceAddress three[] = {d, d, d};
+  const int64_t scalars[] = {1, 0, 0};
+  try {
+    queue->dispatch(*exe, entry, two, scalars, Grid{});
+    FAIL() << "expected InvalidArgumentError";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("3 bindings"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(queue->dispatch(*exe, entry, three, std::span<const int64_t>(scalars, 2), Grid{}),
+               InvalidArgumentError);
+  EXPECT_THROW(queue->dispatch(*exe, entry + 5, three, scalars, Grid{}), InvalidArgumentError);
+  if (driver_->device_count() > 1) {
+    auto other = driver_->create_queue(1, 0);
+    EXPECT_THROW(other->dispatch(*exe, entry, three, scalars, Grid{}), InvalidArgumentError);
+  }
+  // Still usable.
+  queue->dispatch(*exe, entry, three, scalars, Grid{});
+  queue->synchronize();
+  driver_->free(0, d, 64);
+}
+
+TEST_P(ExecutableTest, LoadErrorsNameThePath) {
+  try {
+    driver_->load_executable(0, "/nonexistent/kernels.so");
+    FAIL() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/kernels.so"), std::string::npos);
+  }
+  EXPECT_THROW(driver_->load_executable(driver_->device_count(), path_), InvalidDeviceError);
+}
+
+INSTANTIATE_TEST_SUITE_P(Drivers, ExecutableTest, ::testing::ValuesIn(driver_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
 INSTANTIATE_TEST_SUITE_P(Drivers, DriverConformanceTest,
                          ::testing::ValuesIn(driver_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
@@ -417,6 +658,7 @@ INSTANTIATE_TEST_SUITE_P(Drivers, DriverConformanceTest,
 TEST(DriverRegistryTest, KnowsHostDriver) {
   auto names = driver_names();
   EXPECT_NE(std::find(names.begin(), names.end(), "host"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "protected"), names.end());
 }
 
 TEST(DriverRegistryTest, UnknownDriverListsKnownOnes) {

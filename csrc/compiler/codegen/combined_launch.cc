@@ -44,7 +44,8 @@ std::vector<CombinedLaunch> combine_small_kernels(const Schedule& s, const std::
 }
 
 std::string combined_launch_source(const CombinedLaunch& launch, const Schedule& s,
-                                   const std::vector<GeneratedKernel>& kernels) {
+                                   const std::vector<GeneratedKernel>& kernels,
+                                   size_t num_symbols) {
   std::string src = "extern \"C\" void " + launch.name +
                     "(void** on_buffers, const int64_t* on_symbols, int64_t on_threads) {\n";
   size_t offset = 0;
@@ -53,7 +54,8 @@ std::string combined_launch_source(const CombinedLaunch& launch, const Schedule&
     src += "  " + k.name + "(on_buffers + " + std::to_string(offset) + ", on_symbols, on_threads);\n";
     offset += k.buffers.size();
   }
-  return src + "}\n";
+  return src + "}\n" +
+         entry_info_source(launch.name, static_cast<int>(offset), static_cast<int>(num_symbols));
 }
 
 }  // namespace openneuron::compiler

@@ -24,9 +24,11 @@ struct CombinedLaunch {
 // hands that memory over before the launch.
 std::vector<CombinedLaunch> combine_small_kernels(const Schedule& s, const std::vector<GeneratedKernel>& kernels);
 
-// The entry point's C++ source (after the kernels it calls).
+// The entry point's C++ source (after the kernels it calls), with its
+// metadata; every kernel takes all `num_symbols` graph symbols.
 std::string combined_launch_source(const CombinedLaunch& launch, const Schedule& s,
-                                   const std::vector<GeneratedKernel>& kernels);
+                                   const std::vector<GeneratedKernel>& kernels,
+                                   size_t num_symbols);
 
 constexpr int64_t kCombinedLaunchMaxElements = 65536;
 

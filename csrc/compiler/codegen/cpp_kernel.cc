@@ -109,7 +109,9 @@ class KernelWriter {
       head += "  " + std::string(out ? "" : "const ") + t + "* __restrict__ " + buffer_name(n) + " = (" +
               (out ? "" : "const ") + t + "*)on_buffers[" + std::to_string(i) + "];\n";
     }
-    k.source = head + prologue_ + body_ + "}\n";
+    k.source = head + prologue_ + body_ + "}\n" +
+               entry_info_source(name_, static_cast<int>(order.size()),
+                                 static_cast<int>(symbols_.size()));
     k.buffers = order;
     k.num_outputs = static_cast<int>(outputs_.size());
     return k;
@@ -925,6 +927,11 @@ class KernelWriter {
 };
 
 }  // namespace
+
+std::string entry_info_source(const std::string& name, int bindings, int scalars) {
+  return "extern \"C\" const int64_t " + name + "_info[5] = {" + std::to_string(bindings) + ", " +
+         std::to_string(scalars) + ", 1, 1, 1};\n";
+}
 
 GeneratedKernel generate_kernel(const KernelGroup& group, const std::string& name,
                                 const std::vector<std::string>& symbols) {

@@ -29,8 +29,13 @@ struct FusionConflict : std::runtime_error {
 };
 
 // Kernel signature: void name(void** buffers, const int64_t* symbols,
-// int64_t threads); symbols in the order of `symbols`.
+// int64_t threads); symbols in the order of `symbols`. Beside it, the
+// entry's metadata (entry_info_source) the HAL checks each dispatch against.
 GeneratedKernel generate_kernel(const KernelGroup& group, const std::string& name,
                                 const std::vector<std::string>& symbols);
+
+// `extern "C" const int64_t <name>_info[5]`: {bindings, scalars, workgroup
+// size x, y, z}, the CPU drivers' EntryInfo (hal/drivers/host/host_executable.h).
+std::string entry_info_source(const std::string& name, int bindings, int scalars);
 
 }  // namespace openneuron::compiler

@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "hal/driver.h"
+#include "hal/error.h"
 #include "torch/runtime/device.h"
 #include "torch/runtime/streams.h"
 
@@ -65,25 +66,31 @@ void launch_compiled_kernel(int64_t kernel, const std::vector<at::Tensor>& buffe
     entry = &r.kernels[kernel];
   }
   const Kernel& k = *entry;
-  void* pointers[64];
-  std::vector<void*> many;
-  void** ptrs = pointers;
-  if (buffers.size() > 64) {
-    many.resize(buffers.size());
-    ptrs = many.data();
-  }
+  c10::SmallVector<hal::DeviceAddress, 32> addresses(buffers.size());
+  // CPU scalars on a device whose kernels cannot read host memory travel to
+  // it and back (a host store may write them: an optimizer's step count).
+  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2> staged;  // (cpu, device copy)
   for (size_t i = 0; i < buffers.size(); ++i) {
     const at::Tensor& t = buffers[i];
-    // CPU scalars are read (and, for host stores, written) in place where
-    // the device's kernels can access host memory.
-    bool host_scalar = k.reads_host_memory && t.device().is_cpu() && t.numel() == 1;
+    const bool host_scalar = t.device().is_cpu() && t.numel() == 1;
     TORCH_CHECK(host_scalar || (t.device().type() == kNeuron && t.device().index() == k.device),
                 "compiled kernel ", k.name, ": buffer ", i, " is on ", t.device(), ", expected neuron:",
                 int(k.device));
-    ptrs[i] = t.unsafeGetTensorImpl()->mutable_data();
+    if (host_scalar && !k.reads_host_memory) {
+      staged.emplace_back(t, t.to(c10::Device(kNeuron, k.device)));
+      addresses[i] = staged.back().second.unsafeGetTensorImpl()->mutable_data();
+      continue;
+    }
+    addresses[i] = t.unsafeGetTensorImpl()->mutable_data();
   }
   RECORD_FUNCTION(k.label.c_str(), c10::ArrayRef<const c10::IValue>{});
-  k.executable->launch(current_queue(k.device), k.entry, ptrs, symbols.data(), at::get_num_threads());
+  try {
+    current_queue(k.device).dispatch(*k.executable, k.entry, addresses, symbols,
+                                     hal::Grid{at::get_num_threads(), 1, 1});
+  } catch (const hal::Error& e) {
+    TORCH_CHECK(false, "compiled kernel ", k.name, ": ", e.what());
+  }
+  for (auto& [cpu, device_copy] : staged) cpu.copy_(device_copy);
 }
 
 at::Tensor empty_compiled_buffer(c10::IntArrayRef size, c10::IntArrayRef stride, at::ScalarType dtype,

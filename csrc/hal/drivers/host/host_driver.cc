@@ -36,16 +36,35 @@ HostDriver::HostDriver(int device_count, size_t budget)
   }
 }
 
-HostDriver::~HostDriver() {
+HostDriver::~HostDriver() { release_all(); }
+
+void HostDriver::release_all() {
   for (auto& device : devices_) {
-    for (auto& [ptr, mapping] : device->allocations) {
-      if (mapping.mmapped) {
-        munmap(ptr, mapping.bytes);
-      } else {
-        std::free(ptr);
-      }
-    }
+    for (auto& [ptr, bytes] : device->allocations) unmap_memory(ptr, bytes);
+    device->allocations.clear();
   }
+}
+
+void* HostDriver::map_memory(size_t bytes) {
+  void* ptr = nullptr;
+  if (bytes >= kMmapThreshold) {
+    ptr = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return ptr == MAP_FAILED ? nullptr : ptr;
+  }
+  return posix_memalign(&ptr, kPageSize, bytes) == 0 ? ptr : nullptr;
+}
+
+void HostDriver::unmap_memory(void* ptr, size_t bytes) {
+  if (bytes >= kMmapThreshold) {
+    munmap(ptr, bytes);
+  } else {
+    std::free(ptr);
+  }
+}
+
+std::unique_ptr<HostQueue> HostDriver::make_queue(int device, int priority) {
+  return std::make_unique<HostQueue>(device, priority);
 }
 
 void HostDriver::check_device(int device) const {
@@ -60,11 +79,18 @@ DeviceProperties HostDriver::properties(int device) const {
   props.name = "OpenNeuron host device " + std::to_string(device);
   props.driver = "host";
   props.total_memory = budget_;
+  props.max_allocation = budget_;
   props.compute_units =
       static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   props.host_addressable = true;
+  props.unified_memory = true;
   props.runs_on_host_threads = true;
   props.kernels_read_host_memory = true;  // launches run synchronously, on the host
+  // The CPU computes fp64 and int64 natively; fp16 and bf16 in float.
+  props.native_fp64 = true;
+  props.native_int64 = true;
+  props.subgroup_size = 1;
+  props.shared_memory_bytes = 0;  // no workgroup-shared memory: one thread per workgroup
   return props;
 }
 
@@ -82,22 +108,14 @@ void* HostDriver::allocate(int device, size_t bytes) {
     std::lock_guard<std::mutex> lock(state.mutex);
     state.used += bytes;
   }
-  void* ptr = nullptr;
-  const bool use_mmap = bytes >= kMmapThreshold;
-  if (use_mmap) {
-    ptr = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (ptr == MAP_FAILED) ptr = nullptr;
-  } else if (posix_memalign(&ptr, kPageSize, bytes) != 0) {
-    ptr = nullptr;
-  }
+  void* ptr = map_memory(bytes);
   std::lock_guard<std::mutex> lock(state.mutex);
   if (ptr == nullptr) {
     state.used -= bytes;
     budget_used_.fetch_sub(bytes, std::memory_order_relaxed);
     return nullptr;
   }
-  state.allocations.emplace(ptr, Mapping{bytes, use_mmap});
+  state.allocations.emplace(ptr, bytes);
   return ptr;
 }
 
@@ -105,25 +123,19 @@ void HostDriver::free(int device, void* ptr, size_t bytes) {
   check_device(device);
   if (ptr == nullptr) return;
   DeviceState& state = *devices_[device];
-  Mapping mapping;
   {
     std::lock_guard<std::mutex> lock(state.mutex);
     auto it = state.allocations.find(ptr);
-    if (it == state.allocations.end() || it->second.bytes != bytes) {
+    if (it == state.allocations.end() || it->second != bytes) {
       throw InvalidArgumentError(
-          "HostDriver::free: pointer was not allocated on device " +
+          name() + " driver: free of an address that was not allocated on device " +
           std::to_string(device) + " with " + std::to_string(bytes) + " bytes");
     }
-    mapping = it->second;
     state.allocations.erase(it);
     state.used -= bytes;
     budget_used_.fetch_sub(bytes, std::memory_order_relaxed);
   }
-  if (mapping.mmapped) {
-    munmap(ptr, mapping.bytes);
-  } else {
-    std::free(ptr);
-  }
+  unmap_memory(ptr, bytes);
 }
 
 size_t HostDriver::used_memory(int device) const {
@@ -139,21 +151,24 @@ MemoryBudget HostDriver::memory_budget(int device) const {
   budget.total = budget_;
   budget.shared = true;
   budget.free = budget_ - std::min(budget_, budget_used_.load(std::memory_order_relaxed));
-  budget.description =
-      (device_count_ == 1 ? std::string("the host device has ")
-                          : "the " + std::to_string(device_count_) + " host devices share ") +
-      format_bytes(budget_) + " (OPENNEURON_HOST_DEVICE_MEMORY)";
+  budget.description = budget_description();
   return budget;
 }
 
-void HostDriver::copy(void* dst, const void* src, size_t bytes,
-                      CopyKind /*kind*/) {
-  if (bytes != 0) std::memcpy(dst, src, bytes);
+std::string HostDriver::budget_description() const {
+  return (device_count_ == 1 ? "the " + name() + " device has "
+                             : "the " + std::to_string(device_count_) + " " + name() +
+                                   " devices share ") +
+         format_bytes(budget_) + " (OPENNEURON_HOST_DEVICE_MEMORY)";
+}
+
+void HostDriver::copy(void* dst, const void* src, size_t bytes, CopyKind kind) {
+  host_copy(nullptr, dst, src, bytes, kind);
 }
 
 std::unique_ptr<Queue> HostDriver::create_queue(int device, int priority) {
   check_device(device);
-  auto queue = std::make_unique<HostQueue>(device, priority);
+  std::unique_ptr<HostQueue> queue = make_queue(device, priority);
   DeviceState& state = *devices_[device];
   std::lock_guard<std::mutex> lock(state.mutex);
   // Drop entries of destroyed queues so the list does not grow forever.
@@ -189,7 +204,7 @@ void HostDriver::synchronize(int device) {
 
 std::unique_ptr<Executable> HostDriver::load_executable(int device, const std::string& path) {
   check_device(device);
-  return std::make_unique<HostExecutable>(path);
+  return std::make_unique<HostExecutable>(path, device);
 }
 
 }  // namespace openneuron::hal

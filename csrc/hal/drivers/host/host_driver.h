@@ -15,6 +15,7 @@
 
 namespace openneuron::hal {
 
+class HostQueue;
 class HostQueueCore;
 
 class HostDriver : public Driver {
@@ -41,15 +42,24 @@ class HostDriver : public Driver {
   void synchronize(int device) override;
   std::unique_ptr<Executable> load_executable(int device, const std::string& path) override;
 
+ protected:
+  // What a CPU driver built on this one changes (the protected driver):
+  // how memory is mapped and queues reach it. map_memory returns nullptr
+  // when the OS has no room.
+  virtual void* map_memory(size_t bytes);
+  virtual void unmap_memory(void* ptr, size_t bytes);
+  virtual std::unique_ptr<HostQueue> make_queue(int device, int priority);
+  // Frees every allocation still held; a derived driver's destructor calls
+  // it, while its unmap_memory still exists.
+  void release_all();
+  // The budget in words, for memory_budget() and OOM messages.
+  std::string budget_description() const;
+
  private:
-  struct Mapping {
-    size_t bytes;
-    bool mmapped;
-  };
   struct DeviceState {
     std::mutex mutex;
     size_t used = 0;
-    std::unordered_map<void*, Mapping> allocations;
+    std::unordered_map<void*, size_t> allocations;  // bytes by address
     // Live queues, for synchronize(); weak so queues need not unregister.
     std::vector<std::weak_ptr<HostQueueCore>> queues;
   };

@@ -2,12 +2,14 @@
 
 #include <dlfcn.h>
 
+#include <cstdint>
+
 #include "hal/error.h"
-#include "hal/queue.h"
 
 namespace openneuron::hal {
 
-HostExecutable::HostExecutable(const std::string& path) : path_(path) {
+HostExecutable::HostExecutable(const std::string& path, int device)
+    : path_(path), device_(device) {
   handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle_) {
     const char* why = dlerror();
@@ -21,18 +23,53 @@ HostExecutable::~HostExecutable() {
 
 int HostExecutable::entry(const std::string& name) {
   for (size_t i = 0; i < entries_.size(); ++i)
-    if (entries_[i].first == name) return static_cast<int>(i);
+    if (entries_[i].info.name == name) return static_cast<int>(i);
   void* sym = dlsym(handle_, name.c_str());
   if (!sym) throw Error("executable " + path_ + " has no entry point '" + name + "'");
-  entries_.emplace_back(name, reinterpret_cast<EntryFn>(sym));
+  const auto* meta = static_cast<const int64_t*>(dlsym(handle_, (name + "_info").c_str()));
+  if (!meta)
+    throw Error("executable " + path_ + ": entry point '" + name + "' has no metadata ('" + name +
+                "_info'); it was built by an older compiler: clear the kernel cache");
+  Entry e;
+  e.info.name = name;
+  e.info.bindings = static_cast<int>(meta[0]);
+  e.info.scalars = static_cast<int>(meta[1]);
+  e.info.workgroup_size = {static_cast<int>(meta[2]), static_cast<int>(meta[3]),
+                           static_cast<int>(meta[4])};
+  e.fn = reinterpret_cast<EntryFn>(sym);
+  entries_.push_back(std::move(e));
   return static_cast<int>(entries_.size()) - 1;
 }
 
-void HostExecutable::launch(Queue& queue, int index, void** buffers, const int64_t* scalars, int64_t threads) {
+const HostExecutable::Entry& HostExecutable::at(int index) const {
   if (index < 0 || index >= static_cast<int>(entries_.size()))
-    throw Error("executable " + path_ + ": no entry point #" + std::to_string(index));
-  if (!queue.query()) queue.synchronize();
-  entries_[index].second(buffers, scalars, threads);
+    throw InvalidArgumentError("executable " + path_ + ": no entry point #" + std::to_string(index) +
+                               " (entry() returned " + std::to_string(entries_.size()) +
+                               " so far)");
+  return entries_[index];
+}
+
+const EntryInfo& HostExecutable::entry_info(int index) const { return at(index).info; }
+
+HostExecutable::EntryFn HostExecutable::function(int index) const { return at(index).fn; }
+
+const HostExecutable& checked_host_executable(const Executable& executable, int device,
+                                              int entry, size_t bindings,
+                                              size_t scalars) {
+  const auto* exe = dynamic_cast<const HostExecutable*>(&executable);
+  if (exe == nullptr)
+    throw InvalidArgumentError("dispatch: the executable was not loaded by a CPU driver");
+  if (exe->device() != device)
+    throw InvalidArgumentError("dispatch: executable " + exe->path() + " was loaded for device " +
+                               std::to_string(exe->device()) + ", dispatched on device " +
+                               std::to_string(device));
+  const EntryInfo& info = exe->entry_info(entry);
+  if (bindings != static_cast<size_t>(info.bindings) || scalars != static_cast<size_t>(info.scalars))
+    throw InvalidArgumentError("dispatch of '" + info.name + "' (" + exe->path() + "): it takes " +
+                               std::to_string(info.bindings) + " bindings and " +
+                               std::to_string(info.scalars) + " scalars, got " +
+                               std::to_string(bindings) + " and " + std::to_string(scalars));
+  return *exe;
 }
 
 }  // namespace openneuron::hal

@@ -1,10 +1,13 @@
 #include "hal/drivers/host/host_queue.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "hal/drivers/host/host_event.h"
+#include "hal/drivers/host/host_executable.h"
 #include "hal/error.h"
 
 namespace openneuron::hal {
@@ -64,18 +67,111 @@ void HostQueueCore::run() {
   }
 }
 
-HostQueue::HostQueue(int device, int priority)
+void host_copy(const HostMemoryAccess* access, void* dst, const void* src,
+               size_t bytes, CopyKind kind) {
+  if (bytes == 0) return;
+  if (access) {
+    if (kind != CopyKind::HostToDevice) src = access->view(const_cast<void*>(src), bytes);
+    if (kind != CopyKind::DeviceToHost) dst = access->view(dst, bytes);
+  }
+  std::memcpy(dst, src, bytes);
+}
+
+void check_fill(size_t bytes, int pattern_size) {
+  if (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8)
+    throw InvalidArgumentError("fill: pattern size must be 1, 2, 4 or 8 bytes, got " +
+                               std::to_string(pattern_size));
+  if (bytes % pattern_size != 0)
+    throw InvalidArgumentError("fill: " + std::to_string(bytes) +
+                               " bytes is not a multiple of the " +
+                               std::to_string(pattern_size) + "-byte pattern");
+}
+
+void fill_pattern(void* dst, size_t bytes, uint64_t pattern, int pattern_size) {
+  auto* out = static_cast<unsigned char*>(dst);
+  if (pattern_size == 1) {
+    std::memset(out, static_cast<int>(pattern & 0xff), bytes);
+    return;
+  }
+  // Little-endian: the pattern's low bytes come first in memory.
+  unsigned char unit[8];
+  std::memcpy(unit, &pattern, 8);
+  const size_t first = std::min<size_t>(bytes, 64);
+  for (size_t i = 0; i < first; ++i) out[i] = unit[i % pattern_size];
+  // Double the filled prefix (64 is a multiple of every pattern size).
+  for (size_t done = first; done < bytes;) {
+    const size_t n = std::min(done, bytes - done);
+    std::memcpy(out + done, out, n);
+    done += n;
+  }
+}
+
+HostQueue::HostQueue(int device, int priority,
+                     std::shared_ptr<const HostMemoryAccess> access,
+                     bool dispatch_on_worker)
     : device_(device),
       priority_(priority),
+      access_(std::move(access)),
+      dispatch_on_worker_(dispatch_on_worker),
       core_(std::make_shared<HostQueueCore>()) {}
 
 HostQueue::~HostQueue() { core_->shutdown(); }
 
 void HostQueue::copy_async(void* dst, const void* src, size_t bytes,
-                           CopyKind /*kind*/) {
+                           CopyKind kind) {
   if (bytes == 0) return;
-  // Device memory is ordinary RAM, so every direction is a memcpy.
+  // Device sides are translated now, so a bad address throws at the call.
+  if (kind != CopyKind::HostToDevice) src = view(const_cast<void*>(src), bytes);
+  if (kind != CopyKind::DeviceToHost) dst = view(dst, bytes);
   core_->enqueue([dst, src, bytes] { std::memcpy(dst, src, bytes); });
+}
+
+void HostQueue::fill(DeviceAddress dst, size_t bytes, uint64_t pattern,
+                     int pattern_size) {
+  check_fill(bytes, pattern_size);
+  if (bytes == 0) return;
+  void* out = view(dst, bytes);
+  core_->enqueue([=] { fill_pattern(out, bytes, pattern, pattern_size); });
+}
+
+void HostQueue::update(DeviceAddress dst, const void* src, size_t bytes) {
+  if (bytes > kMaxUpdateBytes)
+    throw InvalidArgumentError("update: " + std::to_string(bytes) + " bytes exceeds the " +
+                               std::to_string(kMaxUpdateBytes) +
+                               "-byte limit; use copy_async");
+  if (bytes == 0) return;
+  void* out = view(dst, bytes);
+  const auto* in = static_cast<const unsigned char*>(src);
+  core_->enqueue([out, data = std::vector<unsigned char>(in, in + bytes)] {
+    std::memcpy(out, data.data(), data.size());
+  });
+}
+
+void HostQueue::dispatch(Executable& executable, int entry,
+                         std::span<const DeviceAddress> bindings,
+                         std::span<const int64_t> scalars, Grid grid) {
+  const HostExecutable& exe =
+      checked_host_executable(executable, device_, entry, bindings.size(), scalars.size());
+  const HostExecutable::EntryFn fn = exe.function(entry);
+  const int64_t threads = grid.x;
+  if (!dispatch_on_worker_ && !access_) {
+    if (!core_->idle()) synchronize();
+    fn(const_cast<void**>(bindings.data()), scalars.data(), threads);
+    return;
+  }
+  std::vector<void*> views(bindings.size());
+  for (size_t i = 0; i < bindings.size(); ++i)
+    views[i] = bindings[i] ? view(bindings[i], 1) : nullptr;
+  auto run = [fn, threads, views = std::move(views),
+              values = std::vector<int64_t>(scalars.begin(), scalars.end())]() mutable {
+    fn(views.data(), values.data(), threads);
+  };
+  if (dispatch_on_worker_) {
+    core_->enqueue(std::move(run));
+  } else {
+    if (!core_->idle()) synchronize();
+    run();
+  }
 }
 
 void HostQueue::host_task(std::function<void()> fn) {

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 
 #include "hal/queue.h"
@@ -47,15 +48,38 @@ class HostQueueCore {
   std::thread worker_;
 };
 
+// How a CPU driver reaches its device memory. The host driver's addresses
+// are host pointers (no translation); the protected driver maps each one to
+// its own private view of the memory.
+class HostMemoryAccess {
+ public:
+  virtual ~HostMemoryAccess() = default;
+  // A pointer the driver itself may use for [addr, addr + bytes); throws
+  // InvalidArgumentError when the range is not inside one allocation.
+  virtual void* view(DeviceAddress addr, size_t bytes) const = 0;
+};
+
 class HostQueue : public Queue {
  public:
-  HostQueue(int device, int priority);
+  // `access`: null for host memory. `dispatch_on_worker`: dispatches run on
+  // the queue's thread, asynchronously, as a GPU's do; otherwise on the
+  // calling thread once the queue is idle (the host driver: a kernel then
+  // uses the caller's cores without a thread handoff).
+  HostQueue(int device, int priority,
+            std::shared_ptr<const HostMemoryAccess> access = nullptr,
+            bool dispatch_on_worker = false);
   ~HostQueue() override;
 
   int device() const override { return device_; }
   int priority() const override { return priority_; }
   void copy_async(void* dst, const void* src, size_t bytes,
                   CopyKind kind) override;
+  void fill(DeviceAddress dst, size_t bytes, uint64_t pattern,
+            int pattern_size) override;
+  void update(DeviceAddress dst, const void* src, size_t bytes) override;
+  void dispatch(Executable& executable, int entry,
+                std::span<const DeviceAddress> bindings,
+                std::span<const int64_t> scalars, Grid grid) override;
   void host_task(std::function<void()> fn) override;
   void record(Event& event) override;
   void wait(const Event& event) override;
@@ -65,9 +89,25 @@ class HostQueue : public Queue {
   const std::shared_ptr<HostQueueCore>& core() const { return core_; }
 
  private:
+  void* view(DeviceAddress addr, size_t bytes) const {
+    return access_ ? access_->view(addr, bytes) : addr;
+  }
+
   int device_;
   int priority_;
+  std::shared_ptr<const HostMemoryAccess> access_;
+  bool dispatch_on_worker_;
   std::shared_ptr<HostQueueCore> core_;
 };
+
+// The copy of Queue::copy_async / Driver::copy in a CPU driver: device sides
+// go through `access` (null: host pointers).
+void host_copy(const HostMemoryAccess* access, void* dst, const void* src,
+               size_t bytes, CopyKind kind);
+// Fills `bytes` at `dst` with the low `pattern_size` bytes of `pattern`.
+void fill_pattern(void* dst, size_t bytes, uint64_t pattern, int pattern_size);
+// Throws InvalidArgumentError unless a fill of `bytes` with a
+// `pattern_size`-byte pattern is well formed.
+void check_fill(size_t bytes, int pattern_size);
 
 }  // namespace openneuron::hal
