@@ -14,6 +14,8 @@
 
 #include "hal/pinned_allocator.h"
 #include "torch/aten/cpu_views.h"
+#include "torch/aten/device_staging.h"
+#include "torch/aten/router.h"
 #include "torch/runtime/cpu_allocation_redirect.h"
 #include "torch/runtime/device.h"
 #include "torch/runtime/pinned_allocator.h"
@@ -62,6 +64,36 @@ void record_copy(const at::Tensor& dst, const at::Tensor& src) {
   }
 }
 
+bool same_dense_layout(const at::Tensor& a, const at::Tensor& b) {
+  return a.dtype() == b.dtype() && a.sizes().equals(b.sizes()) &&
+         a.strides().equals(b.strides()) && a.is_non_overlapping_and_dense() &&
+         a.is_conj() == b.is_conj() && a.is_neg() == b.is_neg();
+}
+
+// A device whose memory the host cannot address: every byte moves through
+// the driver.
+at::Tensor& copy_through_driver(at::Tensor& dst, const at::Tensor& src) {
+  if (on_neuron(dst) && on_neuron(src) && dst.device() == src.device() &&
+      same_dense_layout(dst, src)) {
+    // One device-to-device copy, queued in stream order like any kernel.
+    auto& queue = current_queue(dst.device().index());
+    queue.copy_async(dst.data_ptr(), src.const_data_ptr(), dst.nbytes(),
+                     hal::CopyKind::DeviceToDevice);
+    if (settings().launch_blocking) queue.synchronize();
+    return dst;
+  }
+  if (on_neuron(src)) wait_current_stream(src.device().index());
+  if (on_neuron(dst)) wait_current_stream(dst.device().index());
+  record_copy(dst, src);
+  const at::Tensor cpu_src = on_neuron(src) ? download(src) : src;
+  if (on_neuron(dst)) {
+    upload(dst, cpu_src);
+  } else {
+    dst.copy_(cpu_src);
+  }
+  return dst;
+}
+
 at::Tensor& copy_into(at::Tensor& dst, const at::Tensor& src,
                       bool non_blocking) {
   for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&dst, &src}) {
@@ -81,6 +113,7 @@ at::Tensor& copy_into(at::Tensor& dst, const at::Tensor& src,
     copy_async(dst, src);
     return dst;
   }
+  if (!host_addressable()) return copy_through_driver(dst, src);
   const auto device = (on_neuron(dst) ? dst : src).device().index();
   if (on_neuron(src)) wait_current_stream(src.device().index());
   if (on_neuron(dst)) wait_current_stream(dst.device().index());
@@ -113,6 +146,7 @@ at::Tensor _copy_from_and_resize(const at::Tensor& self,
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   wait_current_stream(self.device().index());
   record_transfer(Direction::DeviceToHost, self.itemsize());
+  if (!host_addressable()) return at::native::_local_scalar_dense_cpu(download(self));
   CpuViews views(self.device().index());
   return at::native::_local_scalar_dense_cpu(views.to_cpu(self));
 }

@@ -1,6 +1,7 @@
 #include "torch/aten/cpu_fallback.h"
 
 #include <chrono>
+#include <exception>
 #include <map>
 #include <mutex>
 
@@ -8,7 +9,6 @@
 
 #include "torch/aten/copying_call.h"
 #include "torch/runtime/settings.h"
-#include "torch/runtime/transfer_stats.h"
 
 namespace openneuron::integration {
 namespace {
@@ -36,28 +36,34 @@ bool record_call(const std::string& op, double seconds) {
 
 }  // namespace
 
-void run_on_cpu_with_copies(const c10::OperatorHandle& op, const OpInfo& info,
-                            torch::jit::Stack* stack) {
-  const auto policy = settings().cpu_fallback;
+CpuFallbackScope::CpuFallbackScope(std::string op)
+    : op_(std::move(op)),
+      start_(std::chrono::steady_clock::now()),
+      cause_(Cause::CpuFallback),
+      unwinding_(std::uncaught_exceptions()) {
   TORCH_CHECK_NOT_IMPLEMENTED(
-      policy != FallbackPolicy::Error, info.name,
+      settings().cpu_fallback != FallbackPolicy::Error, op_,
       " would run on the CPU with copies (CPU fallback), and "
       "OPENNEURON_CPU_FALLBACK=error forbids it.");
-  const auto start = std::chrono::steady_clock::now();
-  {
-    TransferCauseGuard cause(Cause::CpuFallback);
-    call_with_cpu_copies(op, stack);
-  }
-  const std::chrono::duration<double> took =
-      std::chrono::steady_clock::now() - start;
-  const bool first = record_call(info.name, took.count());
-  if (first && policy == FallbackPolicy::Warn) {
-    TORCH_WARN(info.name,
+}
+
+CpuFallbackScope::~CpuFallbackScope() {
+  if (std::uncaught_exceptions() > unwinding_) return;  // the call failed: not a fallback run
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start_;
+  const bool first = record_call(op_, took.count());
+  if (first && settings().cpu_fallback == FallbackPolicy::Warn) {
+    TORCH_WARN(op_,
                " ran on the CPU with copies to and from the neuron device (CPU "
                "fallback). See torch.neuron.fallback_report(); set "
                "OPENNEURON_CPU_FALLBACK=silent or error to change this "
                "warning.");
   }
+}
+
+void run_on_cpu_with_copies(const c10::OperatorHandle& op, const OpInfo& info,
+                            torch::jit::Stack* stack) {
+  CpuFallbackScope scope(info.name);
+  call_with_cpu_copies(op, stack);
 }
 
 std::vector<FallbackRecord> fallback_report() {

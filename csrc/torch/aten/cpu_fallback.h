@@ -5,17 +5,37 @@
 // follows OPENNEURON_CPU_FALLBACK: warn once per op, error, or silent.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include "torch/aten/op_info.h"
+#include "torch/runtime/transfer_stats.h"
 
 namespace openneuron::integration {
 
 void run_on_cpu_with_copies(const c10::OperatorHandle& op,
                             const OpInfo& info, torch::jit::Stack* stack);
+
+// The same bookkeeping for a kernel written by hand that copies its own
+// arguments (convolution): checks the policy when made, counts the copies
+// made meanwhile as CPU-fallback transfers, and records (and warns about)
+// the call when it ends.
+class CpuFallbackScope {
+ public:
+  explicit CpuFallbackScope(std::string op);
+  ~CpuFallbackScope();
+  CpuFallbackScope(const CpuFallbackScope&) = delete;
+  CpuFallbackScope& operator=(const CpuFallbackScope&) = delete;
+
+ private:
+  std::string op_;
+  std::chrono::steady_clock::time_point start_;
+  TransferCauseGuard cause_;
+  int unwinding_;  // exceptions in flight when made
+};
 
 struct FallbackRecord {
   std::string op;

@@ -3,6 +3,8 @@
 #include <c10/core/StorageImpl.h>
 #include <c10/core/TensorImpl.h>
 
+#include "torch/aten/device_staging.h"
+#include "torch/aten/router.h"
 #include "torch/runtime/device.h"
 #include "torch/runtime/streams.h"
 
@@ -11,7 +13,11 @@ namespace {
 
 void release_storage(void* ctx) { delete static_cast<c10::Storage*>(ctx); }
 
+thread_local std::vector<std::pair<at::Tensor, at::Tensor>> staged;
+
 }  // namespace
+
+std::vector<std::pair<at::Tensor, at::Tensor>> take_staged() { return std::exchange(staged, {}); }
 
 at::Tensor host_alias(const at::Tensor& t, const char* collective) {
   if (t.defined() && t.device().is_cpu()) return t;  // Gloo takes it as is
@@ -19,6 +25,11 @@ at::Tensor host_alias(const at::Tensor& t, const char* collective) {
               collective, ": expected neuron or CPU tensors, got a tensor on ",
               t.defined() ? c10::str(t.device()) : std::string("no device"));
   wait_current_stream(t.device().index());
+  if (!host_addressable()) {
+    at::Tensor copy = download(t);
+    staged.emplace_back(t, copy);
+    return copy;
+  }
   const auto& storage = t.storage();
   c10::DataPtr data(storage.mutable_data(), new c10::Storage(storage),
                     &release_storage, c10::Device(c10::kCPU));

@@ -1,6 +1,8 @@
-// CPU tensors that alias neuron tensors' device memory, for handing neuron
-// tensors to a CPU transport (Gloo) with no copy. Each alias keeps the neuron
-// storage alive for as long as the transport holds it.
+// CPU tensors for handing neuron tensors to a CPU transport (Gloo). Where
+// the host can address device memory they alias it (no copy; each alias
+// keeps the neuron storage alive for as long as the transport holds it).
+// Otherwise they are staged copies, made through the driver: the collective
+// takes them with take_staged() and writes its outputs back when it ends.
 #pragma once
 
 #include <string>
@@ -18,5 +20,10 @@ std::vector<at::Tensor> host_aliases(const std::vector<at::Tensor>& tensors,
                                      const char* collective);
 std::vector<std::vector<at::Tensor>> host_aliases(
     const std::vector<std::vector<at::Tensor>>& lists, const char* collective);
+
+// The staged copies made on this thread since the last call, as (neuron
+// tensor, CPU copy) pairs: a collective calls it once its host tensors are
+// made.
+std::vector<std::pair<at::Tensor, at::Tensor>> take_staged();
 
 }  // namespace openneuron::integration

@@ -1,5 +1,6 @@
 #include "torch/distributed/neuron_backend.h"
 
+#include "torch/aten/device_staging.h"
 #include "torch/distributed/host_alias.h"
 #include "torch/distributed/neuron_work.h"
 #include "torch/distributed/shm_collectives.h"
@@ -121,6 +122,22 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::wrap(
     c10::intrusive_ptr<c10d::Work> work, Tensors outputs, OpType type,
     const char* name, std::function<void()> finish) {
   const auto device = device_of(outputs);
+  // Staged copies (memory the host cannot address): the outputs' results
+  // go back to the device before the work completes.
+  std::vector<std::pair<at::Tensor, at::Tensor>> write_back;
+  for (auto& [neuron, cpu] : take_staged()) {
+    for (const auto& out : outputs)
+      if (out.unsafeGetTensorImpl() == neuron.unsafeGetTensorImpl()) {
+        write_back.emplace_back(neuron, cpu);
+        break;
+      }
+  }
+  if (!write_back.empty()) {
+    finish = [finish = std::move(finish), write_back = std::move(write_back)] {
+      if (finish) finish();
+      for (const auto& [neuron, cpu] : write_back) upload(neuron, cpu);
+    };
+  }
   const uint64_t sequence = sequence_++;
   // Weak: a Work outliving its group (its callback runs on the transport's
   // thread) must not be what destroys the group there.

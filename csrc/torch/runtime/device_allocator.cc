@@ -1,7 +1,6 @@
 #include "torch/runtime/device_allocator.h"
 
 #include <array>
-#include <cstring>
 #include <utility>
 
 #include <c10/core/Allocator.h>
@@ -93,9 +92,14 @@ c10::DeleterFnPtr DeviceAllocator::raw_deleter() const { return nullptr; }
 
 void DeviceAllocator::copy_data(void* dest, const void* src,
                                 std::size_t count) const {
-  // Host-addressable device memory: a plain copy, ordered after queued work.
+  // Synchronous, as PyTorch expects (copy-on-write materialization, storage
+  // copies), and ordered after queued work.
   wait_current_stream(current_device());
-  std::memcpy(dest, src, count);
+  try {
+    hal::driver().copy(dest, src, count, hal::CopyKind::DeviceToDevice);
+  } catch (const hal::Error& e) {
+    TORCH_CHECK(false, "neuron device-to-device copy of ", count, " bytes: ", e.what());
+  }
 }
 
 bool DeviceAllocator::initialized() { return is_initialized(); }

@@ -2,7 +2,7 @@
 // pinned memory, device count and lazy initialisation.
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/StorageImpl.h>
-#include <cstring>
+#include "hal/queue.h"
 
 #include "torch/runtime/device.h"
 #include "torch/runtime/generator.h"
@@ -55,11 +55,14 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
     auto* impl = storage.unsafeGetStorageImpl();
     TORCH_CHECK(impl->resizable(),
                 "Trying to resize storage that is not resizable");
-    wait_current_stream(storage.device().index());
     c10::DataPtr data = newsize ? impl->allocator()->allocate(newsize)
                                 : c10::DataPtr(nullptr, storage.device());
     const size_t keep = std::min(newsize, impl->nbytes());
-    if (keep) std::memcpy(data.get(), impl->data(), keep);
+    // Queued in stream order, as a kernel would be; the old block is reused
+    // only by later work on this stream.
+    if (keep)
+      current_queue(storage.device().index())
+          .copy_async(data.get(), impl->data(), keep, hal::CopyKind::DeviceToDevice);
     impl->set_data_ptr_noswap(std::move(data));
     impl->set_nbytes(newsize);
   }
