@@ -15,7 +15,8 @@ KIND   xfail    an OpenNeuron bug: the check fails (or errors) and must keep
                 (like the OpInfo's own "non-deterministic" ops); never an
                 unexpected pass
        skip     the item is not run (pathological in time); CHECK must be *
-MODE   host | fallback: the entry applies to that path only (default: both)
+MODE   host | fallback | protected | compile | cuda-dtypes: the entry applies to that run only
+       (default: every run; fallback entries also apply to protected runs)
 NAME   op full name (OpInfo name[.variant]) or module:<name>[:train|:eval]
 DTYPE  torch dtype name (float32, ...)
 CHECK  forward | inplace | out | backward | forward_ad (modules: forward |
@@ -32,6 +33,11 @@ KINDS = ("xfail", "exclude", "undefined", "skip")
 _LINE = re.compile(r"^(\w+)(?:@([\w-]+))?\s+(\S+)\s+(\S+)\s+(\S+)\s+->\s+(\S.*)$")
 
 
+# The protected driver (memory the host cannot address) runs every op on the
+# CPU-fallback path: the fallback path's entries apply to it too.
+MODE_FAMILY = {"protected": ("protected", "fallback")}
+
+
 class Entry:
     __slots__ = ("kind", "mode", "name", "dtype", "check", "reason", "line", "used")
 
@@ -40,8 +46,11 @@ class Entry:
         self.dtype, self.check, self.reason, self.line = dtype, check, reason, line
         self.used = False
 
+    def applies_to(self, mode):
+        return self.mode is None or self.mode in MODE_FAMILY.get(mode, (mode,))
+
     def matches(self, mode, name, dtype, check):
-        return ((self.mode is None or self.mode == mode)
+        return (self.applies_to(mode)
                 and fnmatch.fnmatchcase(name, self.name)
                 and fnmatch.fnmatchcase(dtype, self.dtype)
                 and (check is None or fnmatch.fnmatchcase(check, self.check)))
@@ -64,7 +73,7 @@ def load(path=DEFAULT_PATH):
             kind, mode, name, dtype, check, reason = m.groups()
             if kind not in KINDS:
                 raise ValueError(f"{path}:{n}: unknown kind {kind!r}")
-            if mode not in (None, "host", "fallback", "compile", "cuda-dtypes"):
+            if mode not in (None, "host", "fallback", "compile", "cuda-dtypes", "protected"):
                 raise ValueError(f"{path}:{n}: unknown mode {mode!r}")
             if kind == "skip" and check != "*":
                 raise ValueError(f"{path}:{n}: a skip entry skips the whole item (CHECK must be *)")
@@ -82,5 +91,5 @@ def find(entries, kind, mode, name, dtype, check=None):
 def mentions(entries, mode, name, dtype):
     """Entries (xfail/exclude) that concern an item, any check."""
     return [e for e in entries if e.kind in ("xfail", "exclude")
-            and (e.mode is None or e.mode == mode)
+            and e.applies_to(mode)
             and fnmatch.fnmatchcase(name, e.name) and fnmatch.fnmatchcase(dtype, e.dtype)]

@@ -38,6 +38,8 @@ MODE_ENV = {
     "fallback": {"OPENNEURON_FORCE_CPU_FALLBACK": "all", "OPENNEURON_CPU_FALLBACK": "silent"},
     "compile": {"OPENNEURON_CONFORMANCE_COMPILE": "1"},
     "cuda-dtypes": {"OPENNEURON_CONFORMANCE_CUDA_DTYPES": "1"},
+    # Memory the host cannot address: every op through the driver's copies.
+    "protected": {"OPENNEURON_DRIVER": "protected", "OPENNEURON_CPU_FALLBACK": "silent"},
 }
 CHECK_ORDER = ("forward", "inplace", "out", "backward", "forward_ad")
 # Worst first: the status of an item is the worst status of its checks.
@@ -62,6 +64,9 @@ def parse_args(argv=None):
     p.add_argument("--fallback", action="store_true",
                    help="force every op onto the CPU-fallback path "
                         "(OPENNEURON_FORCE_CPU_FALLBACK=all, OPENNEURON_CPU_FALLBACK=silent)")
+    p.add_argument("--protected", action="store_true",
+                   help="run on the protected driver (OPENNEURON_DRIVER=protected): device memory the host "
+                        "cannot address, every op on CPU copies through the driver")
     p.add_argument("--out", default=os.path.join(ROOT, "reports"), help="report folder (default: reports/)")
     p.add_argument("--previous", help="previous report (JSON) to diff against "
                                       "(default: the report this run replaces, kept as *.prev.json)")
@@ -768,14 +773,15 @@ def git_rev():
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.compile + args.fallback + args.cuda_dtypes > 1:
-        sys.exit("--compile, --fallback and --cuda-dtypes are separate runs")
+    if args.compile + args.fallback + args.cuda_dtypes + args.protected > 1:
+        sys.exit("--compile, --fallback, --cuda-dtypes and --protected are separate runs")
     mode = ("fallback" if args.fallback else "compile" if args.compile
-            else "cuda-dtypes" if args.cuda_dtypes else "host")
+            else "cuda-dtypes" if args.cuda_dtypes else "protected" if args.protected else "host")
     entries = expectations.load(args.expected)
     name = args.name or ("conformance" + ("-ci" if args.subset == "ci" else "") +
                          ("-fallback" if args.fallback else "") + ("-compile" if args.compile else "") +
-                         ("-cuda-dtypes" if args.cuda_dtypes else ""))
+                         ("-cuda-dtypes" if args.cuda_dtypes else "") +
+                         ("-protected" if args.protected else ""))
     os.makedirs(args.out, exist_ok=True)
     workdir = os.path.join(args.out, f".work-{name}")
     shutil.rmtree(workdir, ignore_errors=True)
@@ -827,7 +833,7 @@ def main(argv=None):
         },
         "summary": summarize(rows),
         "unexpected": {"failures": fails, "passes": passes},
-        "stale_entries": [e.text() for e in entries if not e.used and (e.mode in (None, mode))] if (
+        "stale_entries": [e.text() for e in entries if not e.used and e.applies_to(mode)] if (
             args.subset == "full" and not args.only and not args.dtype) else [],
         "exclusions": exclusions,
         "results": rows,

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from conftest import count, nbytes, run_python
+from conftest import host_path_only, count, nbytes, run_python
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -225,6 +225,7 @@ def test_dataloader_workers_pin_memory():
     assert proc.stdout.strip() == "780.0"
 
 
+@host_path_only
 def test_transfer_counter_by_direction(transfers):
     a = torch.arange(10, dtype=torch.float32)  # 40 bytes
     n = a.to("neuron")
@@ -275,6 +276,7 @@ def test_transfer_counter_counts_pinned_async_copies(transfers):
     assert count(s, "device_to_host") == 1 and nbytes(s, "device_to_host") == 1024
 
 
+@host_path_only
 def test_factories_on_device_move_nothing(transfers):
     torch.zeros(100, device="neuron")
     torch.ones(3, 3, device="neuron", dtype=torch.int64)

@@ -6,6 +6,8 @@ import io
 
 import pytest
 import torch
+
+from conftest import host_path_only
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -159,6 +161,7 @@ def test_checkpoint_save_load_resume():
         torch.testing.assert_close(a.cpu(), b.cpu(), atol=0, rtol=0)
 
 
+@host_path_only
 def test_training_moves_no_data_besides_loss():
     """A training step copies nothing between host and device except the
     batch going in and the loss coming out."""

@@ -5,6 +5,7 @@
 #include "hal/queue.h"
 
 #include "torch/runtime/device.h"
+#include "torch/runtime/device_allocator.h"
 #include "torch/runtime/generator.h"
 #include "torch/runtime/pinned_allocator.h"
 #include "torch/runtime/streams.h"
@@ -55,7 +56,9 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
     auto* impl = storage.unsafeGetStorageImpl();
     TORCH_CHECK(impl->resizable(),
                 "Trying to resize storage that is not resizable");
-    c10::DataPtr data = newsize ? impl->allocator()->allocate(newsize)
+    // On the storage's own device, whichever device is current.
+    c10::DataPtr data = newsize ? allocate_device_memory(newsize, storage.device().index(),
+                                                         storage.device())
                                 : c10::DataPtr(nullptr, storage.device());
     const size_t keep = std::min(newsize, impl->nbytes());
     // Queued in stream order, as a kernel would be; the old block is reused
