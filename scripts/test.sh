@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: the HAL gtest suites, then the Python suite.
+# Runs every test: the HAL gtest suites, the Python suite on the host driver,
+# then its device-memory parts on the protected driver.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -16,3 +17,12 @@ export OPENNEURON_FUZZ_PROGRAMS="${OPENNEURON_FUZZ_PROGRAMS:-500}"
 # Compiled-vs-eager OpInfo check: 1 sample per op and dtype in CI (~1.5 min); 3 by default.
 export OPENNEURON_OPINFO_SAMPLES="${OPENNEURON_OPINFO_SAMPLES:-1}"
 .venv/bin/python -m pytest -q -p no:cacheprovider tests/python "$@"
+
+echo "[test] Python suite, parts on the protected driver (device memory the host cannot address)"
+# Copies, serialization, streams/events, training parity, compile and the
+# 2-rank collectives again, every op on CPU copies made through the driver;
+# the conformance CI subset on it runs above (test_conformance_subset.py).
+OPENNEURON_DRIVER=protected OPENNEURON_CPU_FALLBACK=silent .venv/bin/python -m pytest -q \
+  -p no:cacheprovider tests/python/test_copies.py tests/python/test_serialization.py \
+  tests/python/test_streams_events.py tests/python/test_training.py \
+  tests/python/test_distributed.py tests/python/test_compile.py "$@"

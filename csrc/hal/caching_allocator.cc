@@ -116,8 +116,9 @@ CachingAllocator::Impl::~Impl() {
 void* CachingAllocator::Impl::malloc(size_t orig_size, const Queue* queue,
                                      bool last_try) {
   process_events();
-  if (max_allocation != 0 && orig_size > max_allocation) {
-    // No segment can hold it: fail now, without emptying the cache.
+  if (max_allocation != 0 && max_allocation < capacity && orig_size > max_allocation) {
+    // No segment can hold it: fail now, without emptying the cache. (A
+    // request past the whole capacity is told about the capacity below.)
     ++stats.num_ooms;
     const auto all = static_cast<size_t>(Pool::All);
     throw OutOfMemoryError(device, orig_size, limit,

@@ -17,6 +17,7 @@
 
 #include "hal/event.h"
 #include "hal/executable.h"
+#include "hal/host_kernels.h"
 #include "hal/queue.h"
 #include "hal/types.h"
 
@@ -59,6 +60,10 @@ class Driver {
   // object made by the compiler), run by Queue::dispatch. Throws Error
   // naming the path when it cannot be loaded.
   virtual std::unique_ptr<Executable> load_executable(int device, const std::string& path) = 0;
+
+  // Kernels host code may run on this driver's memory in place; null unless
+  // the memory is host-addressable (host_kernels.h).
+  virtual const HostKernels* host_kernels() const { return nullptr; }
 };
 
 // The process-wide driver, chosen by OPENNEURON_DRIVER (default "host").

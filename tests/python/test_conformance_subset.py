@@ -35,11 +35,11 @@ def _check(proc, report_path):
     return report
 
 
-@pytest.mark.parametrize("path", ["host", "fallback"])
+@pytest.mark.parametrize("path", ["host", "fallback", "protected"])
 def test_ci_subset(tmp_path, path):
-    args = ["--subset", "ci"] + (["--fallback"] if path == "fallback" else [])
+    args = ["--subset", "ci"] + ([f"--{path}"] if path != "host" else [])
     proc = _run(tmp_path, *args)
-    name = "conformance-ci" + ("-fallback" if path == "fallback" else "")
+    name = "conformance-ci" + (f"-{path}" if path != "host" else "")
     report = _check(proc, tmp_path / f"{name}.json")
     ops = report["summary"]["ops"]
     # every op of op_db is in the subset (a handful are OpInfo-skipped on this device)

@@ -8,7 +8,7 @@
 #include <torch/library.h>
 
 #include "torch/aten/cpu_fallback.h"
-#include "torch/aten/host_call.h"
+#include "torch/aten/host/host_call.h"
 #include "torch/aten/router.h"
 #include "torch/runtime/device.h"
 

@@ -13,10 +13,10 @@
 #include <torch/library.h>
 
 #include "hal/pinned_allocator.h"
-#include "torch/aten/cpu_views.h"
+#include "torch/aten/host/cpu_views.h"
 #include "torch/aten/device_staging.h"
 #include "torch/aten/router.h"
-#include "torch/runtime/cpu_allocation_redirect.h"
+#include "torch/aten/host/cpu_allocation_redirect.h"
 #include "torch/runtime/device.h"
 #include "torch/runtime/pinned_allocator.h"
 #include "torch/runtime/settings.h"

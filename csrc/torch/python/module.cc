@@ -10,7 +10,7 @@
 #include "torch/aten/router.h"
 #include "torch/distributed/neuron_backend.h"
 #include "torch/runtime/compiled_kernels.h"
-#include "torch/runtime/cpu_allocation_redirect.h"
+#include "torch/aten/host/cpu_allocation_redirect.h"
 #include "torch/runtime/device.h"
 #include "torch/runtime/device_allocator.h"
 #include "torch/runtime/generator.h"

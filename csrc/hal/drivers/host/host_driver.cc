@@ -13,6 +13,8 @@
 #include "hal/drivers/host/host_event.h"
 #include "hal/drivers/host/host_executable.h"
 #include "hal/drivers/host/host_queue.h"
+#include "hal/drivers/host/kernels/small_gemm.h"
+#include "hal/drivers/host/kernels/transpose.h"
 #include "hal/error.h"
 
 namespace openneuron::hal {
@@ -205,6 +207,12 @@ void HostDriver::synchronize(int device) {
 std::unique_ptr<Executable> HostDriver::load_executable(int device, const std::string& path) {
   check_device(device);
   return std::make_unique<HostExecutable>(path, device);
+}
+
+const HostKernels* HostDriver::host_kernels() const {
+  static const HostKernels kernels{&host::small_gemm_applies, &host::small_gemm_f32,
+                                   &host::small_gemm_column_grain, &host::transpose_f32};
+  return &kernels;
 }
 
 }  // namespace openneuron::hal

@@ -41,6 +41,7 @@ class HostDriver : public Driver {
   std::unique_ptr<Event> create_event(int device, bool enable_timing) override;
   void synchronize(int device) override;
   std::unique_ptr<Executable> load_executable(int device, const std::string& path) override;
+  const HostKernels* host_kernels() const override;
 
  protected:
   // What a CPU driver built on this one changes (the protected driver):

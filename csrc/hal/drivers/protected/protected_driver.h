@@ -27,6 +27,8 @@ class ProtectedDriver : public HostDriver {
   std::string name() const override { return "protected"; }
   DeviceProperties properties(int device) const override;
   void copy(void* dst, const void* src, size_t bytes, CopyKind kind) override;
+  // Its memory is closed to the host: no kernels to run on it in place.
+  const HostKernels* host_kernels() const override { return nullptr; }
 
  protected:
   void* map_memory(size_t bytes) override;

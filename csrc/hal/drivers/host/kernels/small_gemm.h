@@ -11,28 +11,12 @@
 
 #include <cstdint>
 
+#include "hal/host_kernels.h"
+
 namespace openneuron::hal::host {
 
-// C[m, n] = alpha * sum_k A[m, k] * B[k, n]  (+ beta * bias[m, n] when beta != 0)
-// with A[m, k] = a[m * a_row_stride + k], C[m, n] = c[m * c_row_stride + n],
-// B[k, n] = b[k * b_k_stride + n * b_n_stride] (one of the two strides is 1;
-// give a dimension of size 1 stride 1),
-// bias[m, n] = bias[m * bias_m_stride + n * bias_n_stride] (0 broadcasts).
-// As for BLAS, beta == 0 ignores bias entirely (its NaNs do not propagate).
-struct SmallGemmF32 {
-  int64_t m = 0, n = 0, k = 0;
-  const float* a = nullptr;
-  int64_t a_row_stride = 0;
-  const float* b = nullptr;
-  int64_t b_k_stride = 0, b_n_stride = 0;
-  float* c = nullptr;
-  int64_t c_row_stride = 0;
-  const float* bias = nullptr;
-  int64_t bias_m_stride = 0, bias_n_stride = 0;
-  float alpha = 1.0f, beta = 0.0f;
-};
-
-constexpr int64_t kSmallGemmMaxRows = 8;
+using hal::kSmallGemmMaxRows;
+using hal::SmallGemmF32;
 
 // Whether small_gemm_f32 computes this product (row count, unit strides) and
 // is expected to beat a BLAS at it.

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "hal/host_kernels.h"
+
 namespace openneuron::hal::host {
 
 // dst[r * cols + c] = src[c * src_ld + r] for rows r in [row_begin, row_end)
@@ -14,7 +16,6 @@ namespace openneuron::hal::host {
 void transpose_f32(const float* src, int64_t src_ld, int64_t cols, float* dst,
                    int64_t row_begin, int64_t row_end);
 
-// Rows per parallel task: a multiple of the tile height.
-constexpr int64_t kTransposeRowGrain = 64;
+using hal::kTransposeRowGrain;
 
 }  // namespace openneuron::hal::host

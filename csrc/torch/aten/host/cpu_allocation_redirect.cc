@@ -1,4 +1,4 @@
-#include "torch/runtime/cpu_allocation_redirect.h"
+#include "torch/aten/host/cpu_allocation_redirect.h"
 
 #include <cstring>
 #include <memory>

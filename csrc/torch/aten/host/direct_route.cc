@@ -1,4 +1,4 @@
-#include "torch/aten/direct_route.h"
+#include "torch/aten/host/direct_route.h"
 
 #include "torch/aten/op_info.h"
 #include "torch/runtime/settings.h"

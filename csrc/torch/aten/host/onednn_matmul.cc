@@ -1,4 +1,4 @@
-#include "torch/aten/onednn_matmul.h"
+#include "torch/aten/host/onednn_matmul.h"
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
@@ -7,10 +7,9 @@
 #include <ATen/ops/empty.h>
 #include <ATen/record_function.h>
 
-#include "hal/drivers/host/kernels/transpose.h"
-
-#include "torch/aten/cpu_views.h"
-#include "torch/runtime/cpu_allocation_redirect.h"
+#include "hal/driver.h"
+#include "torch/aten/host/cpu_views.h"
+#include "torch/aten/host/cpu_allocation_redirect.h"
 #include "torch/runtime/device.h"
 #include "torch/runtime/streams.h"
 
@@ -39,13 +38,15 @@ bool row_or_column_major(const at::Tensor& t) {
 // `a` row-major: itself, or a transposed copy of a column-major `a` (oneDNN
 // would copy it with ATen's one-thread copy_, several times slower).
 at::Tensor row_major(const at::Tensor& a) {
+  static const hal::HostKernels* kernels = hal::driver().host_kernels();
   if (a.is_contiguous()) return a;
+  if (!kernels) return a.contiguous();
   at::Tensor out = at::empty(a.sizes(), a.options());
   const float* src = a.const_data_ptr<float>();
   float* dst = out.mutable_data_ptr<float>();
   const int64_t ld = a.stride(1), cols = a.size(1);
-  at::parallel_for(0, a.size(0), hal::host::kTransposeRowGrain, [&](int64_t begin, int64_t end) {
-    hal::host::transpose_f32(src, ld, cols, dst, begin, end);
+  at::parallel_for(0, a.size(0), hal::kTransposeRowGrain, [&](int64_t begin, int64_t end) {
+    kernels->transpose_f32(src, ld, cols, dst, begin, end);
   });
   return out;
 }

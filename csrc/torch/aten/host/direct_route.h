@@ -23,10 +23,10 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
-#include "torch/aten/cpu_views.h"
+#include "torch/aten/host/cpu_views.h"
 #include "torch/aten/cuda_dtypes.h"
 #include "torch/aten/router.h"
-#include "torch/runtime/cpu_allocation_redirect.h"
+#include "torch/aten/host/cpu_allocation_redirect.h"
 #include "torch/runtime/device.h"
 #include "torch/runtime/streams.h"
 

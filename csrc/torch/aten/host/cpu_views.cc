@@ -1,4 +1,4 @@
-#include "torch/aten/cpu_views.h"
+#include "torch/aten/host/cpu_views.h"
 
 #include <cstring>
 
@@ -13,7 +13,7 @@
 #include <c10/core/TensorImpl.h>
 
 #include "torch/aten/sparse_tensors.h"
-#include "torch/runtime/cpu_allocation_redirect.h"
+#include "torch/aten/host/cpu_allocation_redirect.h"
 #include "torch/runtime/device.h"
 #include "torch/runtime/device_allocator.h"
 #include "torch/runtime/transfer_stats.h"

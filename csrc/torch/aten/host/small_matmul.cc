@@ -4,28 +4,34 @@
 // tune for many rows and take several times as long here. Large float32
 // products run through oneDNN (onednn_matmul.h). Every other call takes the
 // direct route to ATen's CPU kernel like any other op.
-#include "torch/aten/direct_route.h"  // first: the op headers need its includes
+#include "torch/aten/host/direct_route.h"  // first: the op headers need its includes
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/mm_ops.h>
 
-#include "hal/drivers/host/kernels/small_gemm.h"
-#include "torch/aten/onednn_matmul.h"
+#include "hal/driver.h"
+#include "torch/aten/host/onednn_matmul.h"
 
 namespace openneuron::integration {
 namespace {
 
-using hal::host::SmallGemmF32;
+using hal::SmallGemmF32;
 using MmRoute = direct::Kernel<at::_ops::mm, at::_ops::mm::schema>;
 using AddmmRoute = direct::Kernel<at::_ops::addmm, at::_ops::addmm::schema>;
+
+// The driver's host kernels (the host driver lends them; null elsewhere).
+const hal::HostKernels* host_kernels() {
+  static const hal::HostKernels* kernels = hal::driver().host_kernels();
+  return kernels;
+}
 
 // The product a @ b as the kernel takes it, when the kernel applies. A
 // dimension of size 1 gets stride 1 (its stride is arbitrary).
 std::optional<SmallGemmF32> small_product(const at::Tensor& a, const at::Tensor& b) {
   const auto device = a.device();
-  if (device.type() != kNeuron || !plain_float_matrix(a, device) ||
+  if (!host_kernels() || device.type() != kNeuron || !plain_float_matrix(a, device) ||
       !plain_float_matrix(b, device) || a.size(1) != b.size(0))
     return std::nullopt;  // the direct route computes it or reports the error
   SmallGemmF32 g;
@@ -38,7 +44,7 @@ std::optional<SmallGemmF32> small_product(const at::Tensor& a, const at::Tensor&
   g.b = b.const_data_ptr<float>();
   g.b_k_stride = g.k == 1 ? 1 : b.stride(0);
   g.b_n_stride = g.n == 1 ? 1 : b.stride(1);
-  if (!hal::host::small_gemm_applies(g)) return std::nullopt;
+  if (!host_kernels()->small_gemm_applies(g)) return std::nullopt;
   return g;
 }
 
@@ -49,8 +55,9 @@ at::Tensor run(SmallGemmF32 g, const at::Tensor& like) {
   at::Tensor out = at::empty({g.m, g.n}, like.options());
   g.c = out.mutable_data_ptr<float>();
   g.c_row_stride = g.n;
-  at::parallel_for(0, g.n, hal::host::small_gemm_column_grain(g), [&](int64_t begin, int64_t end) {
-    hal::host::small_gemm_f32(g, begin, end);
+  const hal::HostKernels& kernels = *host_kernels();
+  at::parallel_for(0, g.n, kernels.small_gemm_column_grain(g), [&](int64_t begin, int64_t end) {
+    kernels.small_gemm_f32(g, begin, end);
   });
   return out;
 }

@@ -7,8 +7,8 @@
 
 #include <optional>
 
-#include "torch/aten/cpu_views.h"
-#include "torch/runtime/cpu_allocation_redirect.h"
+#include "torch/aten/host/cpu_views.h"
+#include "torch/aten/host/cpu_allocation_redirect.h"
 #include "torch/runtime/device.h"
 #include "torch/runtime/streams.h"
 
