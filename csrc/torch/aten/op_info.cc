@@ -26,6 +26,15 @@ bool starts_with_any(std::string_view name,
   return false;
 }
 
+// `name` is one of `ops` (schema names, any overload): "aten::t_" is t_,
+// not t_copy.
+bool is_any_of(std::string_view name, std::initializer_list<std::string_view> ops) {
+  for (auto op : ops)
+    if (name.substr(0, op.size()) == op && (name.size() == op.size() || name[op.size()] == '.'))
+      return true;
+  return false;
+}
+
 // Ops that, like on CUDA, take CPU index or source tensors next to device ones.
 bool takes_cpu_tensors(std::string_view name) {
   return starts_with_any(
@@ -61,7 +70,8 @@ bool aliases_without_writing(const c10::AliasInfo* alias) {
 bool returns_view(const c10::FunctionSchema& schema) {
   for (const auto& r : schema.returns())
     if (aliases_without_writing(r.alias_info())) return true;
-  return starts_with_any(
+  // In-place view ops and view-like ops without alias annotations.
+  return is_any_of(
       schema.name(),
       {"aten::_unsafe_view", "aten::unsafe_split", "aten::unsafe_chunk",
        "aten::transpose_", "aten::t_", "aten::squeeze_", "aten::unsqueeze_",

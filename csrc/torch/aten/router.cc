@@ -183,6 +183,13 @@ void run_host_kernel(const c10::OperatorHandle& op, const OpInfo& info,
     (*stack)[i] = to_neuron(views, (*stack)[i]);
 }
 
+// Sparse or quantized tensor arguments.
+bool has_layout_tensors(const torch::jit::Stack& stack, const c10::FunctionSchema& schema) {
+  const size_t n = schema.arguments().size();
+  return cpu_key_for(c10::ArrayRef<c10::IValue>(stack).slice(stack.size() - n)) !=
+         c10::DispatchKey::CPU;
+}
+
 }  // namespace
 
 void route_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet,
@@ -190,7 +197,10 @@ void route_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet,
   const auto& info = op_info(op);
   const auto device = check_devices(info, op.schema(), *stack);
   auto generators = use_engine_generators(info, op.schema(), *stack, device);
-  if (info.force_cpu_fallback || (!host_addressable() && !info.is_view)) {
+  // Without host-addressable memory only dense view ops run on CPU views
+  // (metadata only); a sparse or quantized tensor's view would read it.
+  if (info.force_cpu_fallback ||
+      (!host_addressable() && (!info.is_view || has_layout_tensors(*stack, op.schema())))) {
     run_on_cpu_with_copies(op, info, stack);
     return;
   }

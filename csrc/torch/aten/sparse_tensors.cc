@@ -3,6 +3,15 @@
 // SparseCsrCPU kernels on CPU views (cpu_views.cc).
 #include "torch/aten/sparse_tensors.h"
 
+#include <ATen/ops/_indices_native.h>
+#include <ATen/ops/_values_native.h>
+#include <ATen/ops/ccol_indices_native.h>
+#include <ATen/ops/col_indices_native.h>
+#include <ATen/ops/crow_indices_native.h>
+#include <ATen/ops/indices_native.h>
+#include <ATen/ops/row_indices_native.h>
+#include <ATen/ops/values_native.h>
+
 #include <ATen/SparseCsrTensorImpl.h>
 #include <ATen/SparseCsrTensorUtils.h>
 #include <ATen/SparseTensorImpl.h>
@@ -51,11 +60,23 @@ TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("_sparse_coo_tensor_with_dims", TORCH_FN(at::native::new_with_dims_sparse));
   m.impl("empty.memory_format", TORCH_FN(at::native::empty_sparse));
   m.impl("empty_like", TORCH_FN(at::native::empty_like_sparse_coo));
+  // Component accessors return the members themselves (device-generic, as
+  // on CUDA): no CPU view of the tensor, whose indices a view would validate
+  // by reading device memory.
+  m.impl("_indices", TORCH_FN(at::native::_indices_sparse));
+  m.impl("_values", TORCH_FN(at::native::_values_sparse));
+  m.impl("indices", TORCH_FN(at::native::indices_sparse));
+  m.impl("values", TORCH_FN(at::native::values_sparse));
 }
 
 TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
   m.impl("empty.memory_format", TORCH_FN(at::native::empty_sparse_compressed));
   m.impl("empty_like", TORCH_FN(at::native::empty_like_sparse_csr));  // block layouts too
+  m.impl("crow_indices", TORCH_FN(at::native::crow_indices_sparse_csr));
+  m.impl("col_indices", TORCH_FN(at::native::col_indices_sparse_csr));
+  m.impl("ccol_indices", TORCH_FN(at::native::ccol_indices_sparse_csr));
+  m.impl("row_indices", TORCH_FN(at::native::row_indices_sparse_csr));
+  m.impl("values", TORCH_FN(at::native::values_sparse_csr));
 }
 
 }  // namespace
