@@ -10,7 +10,7 @@ import sys  # noqa: E402
 
 import torch  # noqa: E402
 
-from . import _build_info, _shared_parameters  # noqa: E402
+from . import _build_info  # noqa: E402
 from ._safetensors_io import load_safetensors  # noqa: E402
 
 __all__ = ["is_loaded", "load_safetensors"]
@@ -35,18 +35,18 @@ def _load():
         return
     _check_torch_version()
     from . import _C  # noqa: F401  (registers kernels, hooks, allocators)
-    from . import _autograd_engine, _device_policies, distributed, neuron
+    from . import distributed, neuron
 
     torch.utils.rename_privateuse1_backend("neuron")
     torch._register_device_module("neuron", neuron)
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
-    _shared_parameters.install()
-    _device_policies.install()
-    _autograd_engine.install()
-    from ._torch_patches import multiprocessing_sharing
+    from ._torch_patches import autograd_engine, device_policies, multiprocessing_sharing, shared_parameters
 
+    shared_parameters.install()
+    device_policies.install()
+    autograd_engine.install()
     multiprocessing_sharing.install()
     distributed.register()
     # torch.compile(backend="neuron"): when Dynamo is already imported,

@@ -1,7 +1,7 @@
 """Backward of neuron tensors runs on the calling thread when every device
 runs its kernels on host threads (the host driver), as backward of CPU
 tensors does; PyTorch's per-device autograd thread would start a second
-OpenMP team on the same cores (see openneuron/_autograd_engine.py)."""
+OpenMP team on the same cores (see openneuron/_torch_patches/autograd_engine.py)."""
 import copy
 import threading
 

@@ -1,11 +1,15 @@
-// Ops that change a tensor's shape or storage, not its values: resize_ and
-// set_. They are metadata plus, when a tensor grows past its storage, a
+// Ops that change or compare a tensor's shape or storage, not its values:
+// resize_, set_ and the storage queries forward-mode AD uses. They are metadata plus, when a tensor grows past its storage, a
 // storage resize through the PrivateUse1 hook (hooks.cc), which moves the
 // old bytes with a queued device copy. ATen's CPU kernels would copy with
 // memcpy, reading device memory from the host.
 #include <ATen/ATen.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/_has_same_storage_numel_native.h>
+#include <ATen/ops/_new_zeros_with_same_feature_meta_native.h>
+#include <ATen/ops/is_same_size_native.h>
+#include <ATen/ops/is_set_to_native.h>
 #include <torch/library.h>
 
 #include "torch/runtime/device.h"
@@ -66,6 +70,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage_));
   m.impl("set_.source_Storage", TORCH_FN(set_source_storage_));
   m.impl("set_", TORCH_FN(set_empty_));
+  // Metadata and storage-size queries (device-generic, as on CUDA): on the
+  // CPU-fallback path they would compare compact copies, not the storages.
+  m.impl("_has_same_storage_numel", TORCH_FN(at::native::_has_same_storage_numel));
+  m.impl("is_set_to", TORCH_FN(at::native::is_set_to));
+  m.impl("is_same_size", TORCH_FN(at::native::is_same_size));
+  m.impl("_new_zeros_with_same_feature_meta",
+         TORCH_FN(at::native::_new_zeros_with_same_feature_meta));
 }
 
 }  // namespace

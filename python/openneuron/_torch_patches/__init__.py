@@ -13,6 +13,15 @@ and keeps the patch to the narrowest scope that does the job:
 - precompile_guards.py: identity guards kept and saved with our frames.
 - multiprocessing_sharing.py: neuron tensors sent to other processes
   (torch.multiprocessing) share their memory, as CUDA tensors do.
+- shared_parameters.py: `Module._apply` keeps tied parameters tied through
+  `module.to("neuron")` (PyTorch converts in place only for its own device
+  types); wraps PyTorch's method, which runs unchanged.
+- device_policies.py: per-device-type choices PyTorch makes for "cpu" and
+  "cuda" only (linear_cross_entropy's accumulation), made for "neuron" as
+  for the CPU; other device types untouched.
+- autograd_engine.py: backward on the calling thread while every neuron
+  device runs kernels on host threads (PyTorch's own switch, set only for
+  the duration of each backward call).
 
 The patches are written against the PyTorch release below: another release
 fails at import (`require_torch`), where a silent mismatch would break

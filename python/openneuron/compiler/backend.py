@@ -21,6 +21,7 @@ from .. import _C
 from . import _native, metrics, precompile, torch_source_key
 from .graph_cache_key import without_inductor_backends
 from .config import settings
+from .fallbacks import CompileFallbackWarning, StrictCompileError, report_fallbacks, with_constants  # noqa: F401
 from .foreach import foreach_decompositions
 from .host_scalars import split_host_foreach
 from .pooling import pooling_decompositions
@@ -30,14 +31,6 @@ from .wrapper import WrapperBuilder
 log = logging.getLogger("openneuron.compiler")
 aten = torch.ops.aten
 _graph_ids = itertools.count()
-
-
-class CompileFallbackWarning(UserWarning):
-    """Part of a compiled graph runs through eager kernels."""
-
-
-class StrictCompileError(RuntimeError):
-    """OPENNEURON_COMPILE_STRICT=1 and part of a graph could not be compiled."""
 
 
 def decompositions():
@@ -98,17 +91,6 @@ def _fallback(gm, name, reason):
     if settings().saves_graphs:
         return precompile.eager_output_code(gm)
     return torch._functorch.aot_autograd.make_boxed_func(gm.forward)
-
-
-def report_fallbacks(name, fallbacks):
-    """One warning per graph naming the ops it runs through eager kernels
-    and why; in strict mode, an error."""
-    if not fallbacks:
-        return
-    ops = "; ".join(f"{f['op']} ({f['reason']})" for f in fallbacks)
-    if settings().strict:
-        raise StrictCompileError(f"graph {name}: ops not compiled: {ops}")
-    warnings.warn(f"openneuron: graph {name}: ops run through eager kernels: {ops}", CompileFallbackWarning)
 
 
 def _lift_constants(gm: torch.fx.GraphModule):
@@ -220,16 +202,6 @@ def _reinplace_foreach_updates(gm: torch.fx.GraphModule) -> torch.fx.GraphModule
     return torch.fx.GraphModule(gm, graph)
 
 
-def _with_constants(fn, constants):
-    """Boxed `fn` called with `constants` appended to its arguments."""
-    def run(args):
-        args.extend(constants)
-        return fn(args)
-
-    run._boxed_call = True
-    return run
-
-
 def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "forward"):
     """Compiles one AOT graph (forward or backward); returns a boxed callable."""
     name = f"graph_{next(_graph_ids)}_{kind}"
@@ -258,7 +230,7 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "forw
     except _native.CompilerUnsupported as e:
         return _fallback(original, name, str(e))
     if constants:
-        fn = _with_constants(fn, constants)
+        fn = with_constants(fn, constants)
     if s.saves_graphs:
         fn = precompile.output_code(fn, name=name, source=source, program=builder.program, globals_=builder.globals,
                                     graph=graph_text, options=options, plan=plan, handles_labels=labels,

@@ -35,6 +35,7 @@ from torch._inductor.output_code import OutputCode
 from .. import _C
 from .._torch_patches.precompile_entries import SavedByAnotherBuild
 from . import _native, metrics
+from .fallbacks import report_fallbacks, with_constants
 from .config import settings
 from .wrapper import wrapper_globals
 
@@ -129,8 +130,6 @@ class NeuronOutputCode(OutputCode):
         """The wrapper, with its kernels from our kernel cache (which verifies
         the library, never loads it unchecked); warns (or, strict, raises)
         for the ops it runs through eager kernels, and counts as a compile."""
-        from .backend import _with_constants, report_fallbacks
-
         values, lifted, program = self.__dict__.pop("_prepared", None) or self._prepare()
         t0 = time.perf_counter()
         s = settings()
@@ -144,7 +143,7 @@ class NeuronOutputCode(OutputCode):
         fn = scope[self.name]
         fn._boxed_call = True
         metrics.record_graph(plan, time.perf_counter() - t0, loaded=True)
-        return _with_constants(fn, lifted) if lifted else fn
+        return with_constants(fn, lifted) if lifted else fn
 
     def _plan(self, options):
         """The saved plan with its kernel library from the kernel cache; when

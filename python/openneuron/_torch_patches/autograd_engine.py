@@ -16,6 +16,10 @@ calling thread, as it does for "cpu": PyTorch's own switch for that
 duration of each backward call only. A user who turned it off keeps that;
 OPENNEURON_AUTOGRAD_DEVICE_THREADS=1 keeps PyTorch's device threads.
 """
+from . import require_torch
+
+require_torch(__name__)
+
 import os
 
 import torch
@@ -28,7 +32,7 @@ _on_host_threads = None  # decided once the device is initialised
 def _devices_run_on_host_threads() -> bool:
     global _on_host_threads
     if _on_host_threads is None:
-        from . import _C
+        from .. import _C
 
         # No tensor can be on the device before it is initialised, and
         # initialising it here would break fork safety for CPU-only users.

@@ -16,6 +16,10 @@ ties hold all the same. When PyTorch converted in place nothing changes.
 (The process-wide alternative, torch.__future__'s swap-on-conversion switch,
 breaks plain CPU code whose parameters are referenced by an autograd graph.)
 """
+from . import require_torch
+
+require_torch(__name__)
+
 import threading
 
 import torch

@@ -8,6 +8,10 @@ made for "neuron" as for the CPU, whose kernels the host driver runs.
   differ from CPU) for no reason. The table and resolver it reads are
   extended for "neuron"; other device types are left as they are.
 """
+from . import require_torch
+
+require_torch(__name__)
+
 import torch
 
 
