@@ -10,13 +10,11 @@
 #include "compiler/cache/kernel_cache.h"
 #include "compiler/cache/sha256.h"
 #include "compiler/codegen/combined_launch.h"
-#include "compiler/codegen/cpp_kernel.h"
-#include "compiler/codegen/prelude.h"
+#include "compiler/codegen/target.h"
 #include "compiler/ir/errors.h"
 #include "compiler/lower/lower.h"
 #include "compiler/passes/passes.h"
 #include "compiler/passes/schedule.h"
-#include "compiler/toolchain.h"
 
 namespace openneuron::compiler {
 
@@ -42,16 +40,17 @@ CacheOptions cache_options(const Json& options) {
 }
 
 // The kernel library's key: its source's digest, with the code generator and
-// this machine's toolchain and CPU.
-CacheKey kernel_cache_key(const std::string& source_digest) {
-  const Toolchain& tc = toolchain();
+// the target's own part (for C++: this machine's toolchain and CPU).
+CacheKey kernel_cache_key(const std::string& source_digest, const Target& target) {
   CacheKey key;
-  key.parts = {{"ir", source_digest},
-               {"codegen", kCodegenVersion},
-               {"compiler", tc.version},
-               {"flags", tc.flags},
-               {"cpu", tc.cpu_features}};
+  key.parts = {{"ir", source_digest}, {"codegen", kCodegenVersion}, {"target", target.name()}};
+  for (auto& part : target.cache_key_parts()) key.parts.push_back(part);
   return key;
+}
+
+// The target named by the options ("target"; the C++ target by default).
+const Target& target_for(const Json& options) {
+  return find_target(options.get("target").is_string() ? options.at("target").as_string() : "cpp");
 }
 
 Json exprs_python(const std::vector<Expr>& v) {
@@ -87,7 +86,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // Lowering, passes, fusion and code generation of one graph.
 struct Build {
   Build(const Json& fx, const std::set<int>& isolate, const std::set<std::string>& forced_externs,
-        const std::vector<std::string>& symbols)
+        const std::vector<std::string>& symbols, const Target& target)
       : lowered(lower_fx_graph(fx, forced_externs)) {
     Graph& g = lowered.graph;
     stats = Json::object();
@@ -103,13 +102,14 @@ struct Build {
     stats.set("views_simplified", Json::integer(views));
     stats.set("common_subexpressions", Json::integer(cse));
     schedule = schedule_graph(g, isolate);
-    source = kKernelPrelude;
+    source = target.prelude();
     for (size_t i = 0; i < schedule.groups.size(); ++i) {
-      kernels.push_back(generate_kernel(schedule.groups[i], "on_kernel_" + std::to_string(i), symbols));
+      kernels.push_back(target.kernel(schedule.groups[i], "on_kernel_" + std::to_string(i), symbols));
       source += "\n" + kernels.back().source;
     }
     launches = combine_small_kernels(schedule, kernels);
-    for (const CombinedLaunch& l : launches) source += "\n" + combined_launch_source(l, schedule, kernels, symbols.size());
+    for (const CombinedLaunch& l : launches)
+      source += "\n" + target.combined_launch(l, schedule, kernels, symbols.size());
   }
   LoweredGraph lowered;
   Schedule schedule;
@@ -127,6 +127,7 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
   Json options = options_json.empty() ? Json::object() : Json::parse(options_json);
   bool debug = options.get("debug").is_bool() && options.get("debug").as_bool();
   Json fx = Json::parse(graph_json);
+  const Target& target = target_for(options);
 
   // Symbols in a fixed order: every kernel receives all of them.
   std::vector<std::string> symbols;
@@ -141,7 +142,7 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
   std::unique_ptr<Build> built;
   while (!built) {
     try {
-      built = std::make_unique<Build>(fx, isolate, forced_externs, symbols);
+      built = std::make_unique<Build>(fx, isolate, forced_externs, symbols, target);
     } catch (const FusionConflict& c) {
       if (!isolate.insert(c.root).second) throw CompileError(std::string("internal: ") + c.what());
     } catch (const ExternNeeded& c) {
@@ -167,9 +168,9 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
   auto t1 = std::chrono::steady_clock::now();
   if (!kernels.empty()) {
     const std::string source_digest = sha256_hex(source);
-    const CacheKey key = kernel_cache_key(source_digest);
+    const CacheKey key = kernel_cache_key(source_digest, target);
     CacheResult r = cache_for(cache_options(options)).get_or_build(
-        key, [&](const std::string& tmp) { compile_shared_object(source, tmp); });
+        key, [&](const std::string& tmp) { target.build(source, tmp); });
     Json cache = Json::object();
     cache.set("hit", Json::boolean(r.hit));
     cache.set("miss_reason", Json::string(r.miss_reason));
@@ -216,6 +217,9 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
       }
       if (members.size() > 1) summary = std::to_string(members.size()) + " kernels, first " + summary;
       j.set("name", Json::string(members.size() > 1 ? launch->second->name : kernels[st.group].name));
+      Json grid = Json::array();
+      for (int64_t g : target.launch_grid(s.groups[st.group])) grid.push(Json::integer(g));
+      j.set("grid", grid);
       j.set("summary", Json::string(summary));
       j.set("buffers", bufs);
       j.set("allocs", allocs);
@@ -257,6 +261,7 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
     steps.push(j);
   }
   plan.set("steps", steps);
+  plan.set("target", Json::string(target.name()));
   int64_t launches = 0;
   for (auto& st : steps.items()) launches += st.at("kind").as_string() == "kernel";
   stats.set("kernel_launches", Json::integer(launches));
@@ -296,7 +301,7 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
 
 std::string find_kernel_library(const std::string& source_digest, const std::string& options_json) {
   Json options = options_json.empty() ? Json::object() : Json::parse(options_json);
-  const CacheKey key = kernel_cache_key(source_digest);
+  const CacheKey key = kernel_cache_key(source_digest, target_for(options));
   CacheResult r = cache_for(cache_options(options)).find(key);
   Json out = Json::object();
   out.set("hit", Json::boolean(r.hit));

@@ -42,6 +42,9 @@ struct DeviceProperties {
   bool native_int64 = false;
   bool native_fp16 = false;
   bool native_bf16 = false;
+  // The compiler target whose executables load_executable takes ("cpp": a
+  // shared object of C++ kernels, the CPU drivers).
+  std::string kernel_target;
   int subgroup_size = 1;            // lanes that run in lockstep (1: a CPU)
   size_t shared_memory_bytes = 0;   // per workgroup
 };

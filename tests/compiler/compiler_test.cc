@@ -102,10 +102,28 @@ TEST(Compile, SoftmaxFusesIntoOneKernelThatRunsForAnySize) {
       for (int c = 0; c < 5; ++c) EXPECT_NEAR(y[r * 5 + c], std::exp(2 * x[r * 5 + c] - mx) / sum, 1e-6);
     }
   }
+  // The entry's metadata beside it, as the HAL's CPU drivers read it.
+  const auto* info = static_cast<const int64_t*>(dlsym(lib, (step.at("name").as_string() + "_info").c_str()));
+  ASSERT_NE(info, nullptr);
+  EXPECT_EQ(info[0], 2);  // bindings: x, y
+  EXPECT_EQ(info[1], 1);  // scalars: rows
+  // The target and the launch grid are in the plan.
+  EXPECT_EQ(plan.at("target").as_string(), "cpp");
+  EXPECT_EQ(step.at("grid").size(), 3u);
   dlclose(lib);
   // The same graph again: a cache hit.
   Json again = Json::parse(compile_graph(kSoftmaxGraph, R"({"cache_dir": ")" + dir + R"("})"));
   EXPECT_TRUE(again.at("cache").at("hit").as_bool());
+}
+
+TEST(Compile, UnknownTargetNamesTheKnownOnes) {
+  try {
+    compile_graph(kSoftmaxGraph, R"({"cache_enabled": false, "target": "fpga"})");
+    FAIL() << "expected CompileError";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("'fpga'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'cpp'"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Compile, UnknownOpsBecomeExternSteps) {

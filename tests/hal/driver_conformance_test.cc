@@ -70,6 +70,7 @@ TEST_P(DriverConformanceTest, Properties) {
     EXPECT_LE(props.max_allocation, props.total_memory);
     EXPECT_GE(props.compute_units, 1);
     EXPECT_GE(props.subgroup_size, 1);
+    EXPECT_FALSE(props.kernel_target.empty()) << "the compiler needs a target for this device";
     // Memory the host can address is what "unified" means for the CPU drivers;
     // a driver must not claim host access without it.
     if (props.host_addressable) EXPECT_TRUE(props.unified_memory);

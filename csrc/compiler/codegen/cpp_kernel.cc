@@ -8,7 +8,8 @@
 #include <set>
 
 #include "compiler/ir/errors.h"
-#include "compiler/lower/aten_ops.h"
+#include "compiler/codegen/cpp_pointwise.h"
+#include "compiler/codegen/cpp_types.h"
 
 namespace openneuron::compiler {
 
@@ -172,7 +173,7 @@ class KernelWriter {
   }
 
   std::string index_text(const Expr& idx) {
-    if (hoist_pos_ == std::string::npos) return idx.cpp();
+    if (hoist_pos_ == std::string::npos) return idx.key();
     std::vector<Expr> terms = idx.kind() == Expr::Kind::Add ? idx.operands() : std::vector<Expr>{idx};
     Expr fixed(0), varying(0);
     bool any_fixed = false;
@@ -184,13 +185,13 @@ class KernelWriter {
       if (invariant) { fixed = fixed + t; any_fixed = true; }
       else varying = varying + t;
     }
-    if (!any_fixed || fixed.kind() == Expr::Kind::Sym) return idx.cpp();
+    if (!any_fixed || fixed.kind() == Expr::Kind::Sym) return idx.key();
     std::string& var = hoisted_[fixed.key()];
     if (var.empty()) {
       var = "h" + std::to_string(hoisted_.size());
-      insert_at_row_start("const int64_t " + var + " = " + fixed.cpp() + ";");
+      insert_at_row_start("const int64_t " + var + " = " + fixed.key() + ";");
     }
-    return varying.equals(0) ? var : var + " + (" + varying.cpp() + ")";
+    return varying.equals(0) ? var : var + " + (" + varying.key() + ")";
   }
 
   // The value of `n` at logical coordinates `c`, as a C++ expression (a
@@ -261,12 +262,12 @@ class KernelWriter {
     switch (n->kind) {
       case NodeKind::Constant:
         if (!n->view_args.empty())
-          return "static_cast<" + value_type(n) + ">(" + n->view_args[0].cpp() + ")";
+          return "static_cast<" + value_type(n) + ">(" + n->view_args[0].key() + ")";
         return literal(n->scalar, n->scalar_is_int, compute_dtype(n->dtype));
       case NodeKind::View: return emit_view(n, c);
       case NodeKind::Pointwise:
         // arange's index: the node's own (1-d) coordinate.
-        if (n->op == "iota") return "static_cast<int64_t>(" + c[0].cpp() + ")";
+        if (n->op == "iota") return "static_cast<int64_t>(" + c[0].key() + ")";
         return emit_pointwise(n, c);
       default: break;
     }
@@ -332,8 +333,8 @@ class KernelWriter {
         continue;
       }
       ic[d] = Expr::max(Expr::min(at, in->shape[d] - 1), Expr(0));
-      inside += std::string(inside.empty() ? "" : " && ") + "(" + at.cpp() + ") >= 0 && (" + at.cpp() + ") < (" +
-                in->shape[d].cpp() + ")";
+      inside += std::string(inside.empty() ? "" : " && ") + "(" + at.key() + ") >= 0 && (" + at.key() + ") < (" +
+                in->shape[d].key() + ")";
     }
     std::string value = emit(in, ic);
     if (inside.empty()) return value;
@@ -409,7 +410,7 @@ class KernelWriter {
   // pair of buffers, and gives up when there are many).
   void parallel_pragma(const Expr& work, bool simd = false) {
     line(std::string("#pragma omp parallel for") + (simd ? " simd" : "") + " num_threads(on_threads) if(parallel: (" +
-         work.cpp() + ") > " + std::to_string(kParallelThreshold) + ") schedule(static)");
+         work.key() + ") > " + std::to_string(kParallelThreshold) + ") schedule(static)");
   }
 
   // Inside a loop over the flattened `dims`, with flat index `flat`: one
@@ -425,7 +426,7 @@ class KernelWriter {
         continue;
       }
       std::string var = prefix + std::to_string(*it);
-      const std::string size = g_.shape[*it].cpp();
+      const std::string size = g_.shape[*it].key();
       line("const int64_t " + var + " = " + prefix + "rest % " + size + "; " + prefix + "rest /= " + size + ";");
       coord[*it] = Expr::symbol(var);
     }
@@ -494,7 +495,7 @@ class KernelWriter {
     if (!outer.empty()) {
       Expr count = extent(outer);
       parallel_pragma(count * extent(inner));
-      line("for (int64_t io = 0; io < " + count.cpp() + "; ++io) {");
+      line("for (int64_t io = 0; io < " + count.key() + "; ++io) {");
       ++indent_;
       ++open_;
       decompose("io", "i", outer, coord);
@@ -504,7 +505,7 @@ class KernelWriter {
       parallel_pragma(extent(inner), /*simd=*/true);
     }
     std::string var = open_merged("i", inner, coord);
-    line("for (int64_t " + var + " = 0; " + var + " < " + extent(inner).cpp() + "; ++" + var + ") {");
+    line("for (int64_t " + var + " = 0; " + var + " < " + extent(inner).key() + "; ++" + var + ") {");
     ++indent_;
     ++open_;
     return coord;
@@ -573,7 +574,7 @@ class KernelWriter {
     Expr row_len(1);
     for (int64_t d : reduced) row_len = row_len * g_.shape[d];
     parallel_pragma(rows * row_len);
-    line("for (int64_t ro = 0; ro < " + rows.cpp() + "; ++ro) {");
+    line("for (int64_t ro = 0; ro < " + rows.key() + "; ++ro) {");
     ++indent_;
     decompose("ro", "k", kept, row);
     begin_hoisting(row);
@@ -641,7 +642,7 @@ class KernelWriter {
     for (int64_t d : reduced) flat = flat * g_.shape[d] + c[d];
     if (len > kRowCacheMax) return;
     row_len_ = len;
-    row_flat_ = flat.cpp();
+    row_flat_ = flat.key();
   }
 
   std::vector<Expr> row_coords(Node* r, const std::vector<Expr>& row) {
@@ -677,13 +678,13 @@ class KernelWriter {
     for (size_t j = 0; j + inner.size() < reduced.size(); ++j) {
       int64_t d = reduced[j];
       std::string var = "r" + std::to_string(d);
-      line("for (int64_t " + var + " = 0; " + var + " < " + g_.shape[d].cpp() + "; ++" + var + ") {");
+      line("for (int64_t " + var + " = 0; " + var + " < " + g_.shape[d].key() + "; ++" + var + ") {");
       ++indent_;
       c[d] = Expr::symbol(var);
     }
     if (!pragma.empty()) line(pragma);
     std::string var = open_merged("r", inner, c);
-    line("for (int64_t " + var + " = 0; " + var + " < " + extent(inner).cpp() + "; ++" + var + ") {");
+    line("for (int64_t " + var + " = 0; " + var + " < " + extent(inner).key() + "; ++" + var + ") {");
     ++indent_;
   }
   void close_row_loops(const std::vector<int64_t>& reduced) {
@@ -804,7 +805,7 @@ class KernelWriter {
     const std::string col = "k" + std::to_string(last);
     indent_ = 1;
     scopes_.emplace_back();
-    line("const int64_t width = " + width.cpp() + ", outer = " + outer_count.cpp() + ";");
+    line("const int64_t width = " + width.key() + ", outer = " + outer_count.key() + ";");
     line("const int64_t per_outer = std::max<int64_t>(1, on_threads / std::max<int64_t>(outer, 1));");
     line("const int64_t tile = std::min<int64_t>(" + std::to_string(kColumnTile) +
          ", std::max<int64_t>(64, ((width + per_outer - 1) / per_outer + 15) / 16 * 16));");

@@ -8,23 +8,21 @@ namespace {
 struct Info {
   DType dtype;
   const char* name;
-  const char* storage;
-  const char* compute;
   int size;
 };
 constexpr Info kInfo[] = {
-    {DType::Bool, "bool", "uint8_t", "bool", 1},  // uint8_t: GCC does not vectorise loads of bool
-    {DType::UInt8, "uint8", "uint8_t", "int64_t", 1},
-    {DType::Int8, "int8", "int8_t", "int64_t", 1},
-    {DType::Int16, "int16", "int16_t", "int64_t", 2},
-    {DType::Int32, "int32", "int32_t", "int64_t", 4},
-    {DType::Int64, "int64", "int64_t", "int64_t", 8},
-    {DType::Float16, "float16", "on_half", "float", 2},
-    {DType::BFloat16, "bfloat16", "on_bfloat16", "float", 2},
-    {DType::Float32, "float32", "float", "float", 4},
-    {DType::Float64, "float64", "double", "double", 8},
-    {DType::Complex64, "complex64", "", "", 8},
-    {DType::Complex128, "complex128", "", "", 16},
+    {DType::Bool, "bool", 1},
+    {DType::UInt8, "uint8", 1},
+    {DType::Int8, "int8", 1},
+    {DType::Int16, "int16", 2},
+    {DType::Int32, "int32", 4},
+    {DType::Int64, "int64", 8},
+    {DType::Float16, "float16", 2},
+    {DType::BFloat16, "bfloat16", 2},
+    {DType::Float32, "float32", 4},
+    {DType::Float64, "float64", 8},
+    {DType::Complex64, "complex64", 8},
+    {DType::Complex128, "complex128", 16},
 };
 const Info& info(DType d) { return kInfo[static_cast<int>(d)]; }
 }  // namespace
@@ -35,14 +33,6 @@ DType dtype_from_name(const std::string& name) {
   throw UnsupportedError("unsupported dtype " + name);
 }
 const char* dtype_name(DType d) { return info(d).name; }
-const char* storage_ctype(DType d) {
-  if (is_complex(d)) throw UnsupportedError("complex dtypes are not generated");
-  return info(d).storage;
-}
-const char* compute_ctype(DType d) {
-  if (is_complex(d)) throw UnsupportedError("complex dtypes are not generated");
-  return info(d).compute;
-}
 bool is_floating(DType d) {
   return d == DType::Float16 || d == DType::BFloat16 || d == DType::Float32 || d == DType::Float64;
 }

@@ -9,10 +9,6 @@ enum class DType { Bool, UInt8, Int8, Int16, Int32, Int64, Float16, BFloat16, Fl
 
 DType dtype_from_name(const std::string& name);  // throws UnsupportedError
 const char* dtype_name(DType d);
-// The C++ type a buffer of this dtype holds in generated code.
-const char* storage_ctype(DType d);
-// The C++ type arithmetic is done in: float16/bfloat16 compute in float.
-const char* compute_ctype(DType d);
 bool is_floating(DType d);
 bool is_integral(DType d);  // bool excluded
 bool is_complex(DType d);

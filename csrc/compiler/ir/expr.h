@@ -45,10 +45,9 @@ class Expr {
   bool operator!=(const Expr& other) const { return !(*this == other); }
   bool equals(int64_t v) const { return is_const() && value() == v; }
 
-  // Canonical text; also valid C++ given the kernel prelude (on_floordiv,
-  // on_mod) and symbols declared as int64_t.
+  // Canonical text. The C++ target uses it as an expression as is (its
+  // prelude defines on_floordiv and on_mod; symbols are int64_t).
   const std::string& key() const;
-  std::string cpp() const { return key(); }
   // Python syntax, for the generated wrapper.
   std::string python() const;
   int64_t evaluate(const std::map<std::string, int64_t>& symbols) const;

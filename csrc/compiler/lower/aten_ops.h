@@ -1,5 +1,6 @@
-// The ATen ops the compiler generates code for, by family, and the C++
-// expression each pointwise op becomes in a kernel.
+// The ATen ops the compiler generates code for, by family. (What each
+// pointwise op becomes in a kernel is the target's business:
+// codegen/cpp_pointwise.h for the C++ target.)
 #pragma once
 
 #include <string>
@@ -15,10 +16,6 @@ struct PointwiseLowering {
 
 // Returns nullptr when `aten_op` (e.g. "aten.add.Tensor") is not pointwise.
 const PointwiseLowering* find_pointwise(const std::string& aten_op);
-// A C++ expression for an IR pointwise op over operands a, b, c already in
-// the compute type `ct`.
-std::string pointwise_cpp(const std::string& ir_op, const std::string& ct, const std::string& a,
-                          const std::string& b, const std::string& c);
 // True for ops the compiler means to generate (pointwise, reductions, views):
 // when one of them is not lowered, the user is warned.
 bool is_generated_family(const std::string& aten_op);

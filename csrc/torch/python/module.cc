@@ -127,6 +127,15 @@ py::dict device_properties(int device) {
   d["host_addressable"] = p.host_addressable;
   d["runs_on_host_threads"] = p.runs_on_host_threads;
   d["kernels_read_host_memory"] = p.kernels_read_host_memory;
+  d["max_allocation"] = p.max_allocation;
+  d["unified_memory"] = p.unified_memory;
+  d["kernel_target"] = p.kernel_target;
+  d["native_fp64"] = p.native_fp64;
+  d["native_int64"] = p.native_int64;
+  d["native_fp16"] = p.native_fp16;
+  d["native_bf16"] = p.native_bf16;
+  d["subgroup_size"] = p.subgroup_size;
+  d["shared_memory_bytes"] = p.shared_memory_bytes;
   return d;
 }
 

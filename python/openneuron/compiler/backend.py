@@ -208,8 +208,12 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "forw
     s = settings()
     t0 = time.perf_counter()
     original = gm
+    device = _device_of(gm)
+    # The code-generation target is the device's (its driver says which
+    # executables it loads), never assumed from the driver's name.
     options = {"cache_dir": s.cache_dir, "cache_enabled": s.cache_enabled, "cache_max_bytes": s.cache_max_bytes,
-               "debug": bool(s.debug_dir)}
+               "debug": bool(s.debug_dir),
+               "target": _C._device_properties(device.index or 0)["kernel_target"]}
     try:
         gm, constants = _lift_constants(_reinplace_foreach_updates(split_host_foreach(_reinplace_input_updates(gm))))
         graph = graph_json(gm)
@@ -219,7 +223,6 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "forw
         return _fallback(original, name, str(e))
     plan["symbols"] = graph["symbols"]
     report_fallbacks(name, plan["fallbacks"])
-    device = _device_of(gm)
     labels = [(step["name"], f"{name}.{step['name']} [{step.get('summary', '')}]")
               for step in plan["steps"] if step["kind"] == "kernel"]
     handles = {step: _C._compiled_kernel(plan["library"], step, device.index or 0, label)

@@ -88,6 +88,17 @@ class NeuronDeviceProperties:
     multi_processor_count: int
     host_addressable: bool
     runs_on_host_threads: bool
+    # What the device supports (HAL DeviceProperties); CUDA's names where
+    # CUDA has one (warp_size, shared_memory_per_block).
+    max_allocation: int = 0
+    unified_memory: bool = False
+    kernel_target: str = ""
+    native_fp64: bool = False
+    native_int64: bool = False
+    native_fp16: bool = False
+    native_bf16: bool = False
+    warp_size: int = 1
+    shared_memory_per_block: int = 0
     major: int = 1
     minor: int = 0
 
@@ -101,6 +112,15 @@ def get_device_properties(device=None) -> NeuronDeviceProperties:
         multi_processor_count=p["compute_units"],
         host_addressable=p["host_addressable"],
         runs_on_host_threads=p["runs_on_host_threads"],
+        max_allocation=p["max_allocation"],
+        unified_memory=p["unified_memory"],
+        kernel_target=p["kernel_target"],
+        native_fp64=p["native_fp64"],
+        native_int64=p["native_int64"],
+        native_fp16=p["native_fp16"],
+        native_bf16=p["native_bf16"],
+        warp_size=p["subgroup_size"],
+        shared_memory_per_block=p["shared_memory_bytes"],
     )
 
 

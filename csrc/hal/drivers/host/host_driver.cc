@@ -91,6 +91,7 @@ DeviceProperties HostDriver::properties(int device) const {
   // The CPU computes fp64 and int64 natively; fp16 and bf16 in float.
   props.native_fp64 = true;
   props.native_int64 = true;
+  props.kernel_target = "cpp";
   props.subgroup_size = 1;
   props.shared_memory_bytes = 0;  // no workgroup-shared memory: one thread per workgroup
   return props;
