@@ -140,10 +140,13 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
   std::set<int> isolate;
   std::set<std::string> forced_externs;
   std::unique_ptr<Build> built;
+  int fusion_retries = 0;
   while (!built) {
     try {
       built = std::make_unique<Build>(fx, isolate, forced_externs, symbols, target);
     } catch (const FusionConflict& c) {
+      // The scheduler's legality check missed one (see FusionConflict).
+      ++fusion_retries;
       if (!isolate.insert(c.root).second) throw CompileError(std::string("internal: ") + c.what());
     } catch (const ExternNeeded& c) {
       if (!forced_externs.insert(c.fx_name).second) throw CompileError(std::string("internal: ") + c.what());
@@ -160,6 +163,9 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
   if (debug) plan.set("ir_after", Json::string(lowered.graph.to_string()));
   Graph& g = lowered.graph;
   stats.set("kernels", Json::integer(static_cast<int64_t>(kernels.size())));
+  // Graphs code generation had to schedule again (0 when the scheduler's
+  // fusion legality matches the writer's).
+  stats.set("fusion_retries", Json::integer(fusion_retries));
   stats.set("buffers_reused", Json::integer(s.buffers_reused));
   stats.set("lower_and_codegen_seconds", Json::number(seconds_since(t0)));
   if (debug) plan.set("source", Json::string(source));

@@ -21,7 +21,9 @@ struct GeneratedKernel {
 
 // Thrown when a root of a reduction group reads one of the group's
 // reductions at another row than the one being computed (a view moved the
-// index): the scheduler must put that root in a kernel of its own.
+// index). The scheduler rules this out (Scheduler::reads_reductions_at_row);
+// this is the writer's safety net for what its analysis approximates (pad):
+// compile.cc then schedules again with that root in a kernel of its own.
 struct FusionConflict : std::runtime_error {
   explicit FusionConflict(int root_id)
       : std::runtime_error("fusion conflict at node %" + std::to_string(root_id)), root(root_id) {}

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "compiler/ir/errors.h"
+#include "compiler/ir/view_coords.h"
 
 namespace openneuron::compiler {
 
@@ -245,15 +246,72 @@ class Scheduler {
     for (Node* r : c.reduces)
       if (r->group != group_index(k)) return false;
     if (n->kind == NodeKind::Reduce)
-      return k.kind == KernelGroup::Kind::Reduction && n->inputs[0]->shape == k.shape && n->dims == k.dims;
+      return k.kind == KernelGroup::Kind::Reduction && n->inputs[0]->shape == k.shape && n->dims == k.dims &&
+             reads_reductions_at_row(k, n);
     // A reduction kernel reads its rows in several passes: a store there
     // could overwrite an element a later pass reads.
     if (n->is_store() && k.kind == KernelGroup::Kind::Reduction) return false;
     if (k.kind == KernelGroup::Kind::Pointwise) return c.reduces.empty() && n->shape == k.shape;
-    return n->shape == k.shape || n->shape == kept_shape(k) || n->shape == squeezed_shape(k);
+    return (n->shape == k.shape || n->shape == kept_shape(k) || n->shape == squeezed_shape(k)) &&
+           reads_reductions_at_row(k, n);
   }
 
   int group_index(const KernelGroup& k) const { return static_cast<int>(&k - s_.groups.data()); }
+
+  // A reduction kernel computes its reductions once per row: a root that
+  // reads one of them at another row (a view moved the index) cannot join
+  // it. Followed as code generation follows it: from the root's own
+  // coordinates through its computed cone (the group's roots are computed
+  // inline, other buffers are loaded), views mapping the coordinates.
+  bool reads_reductions_at_row(const KernelGroup& k, Node* n) {
+    const int gi = group_index(k);
+    std::vector<Expr> full(k.shape.size()), row(k.shape.size(), Expr(0)), squeezed;
+    for (size_t d = 0; d < k.shape.size(); ++d) {
+      const bool reduced = std::count(k.dims.begin(), k.dims.end(), static_cast<int64_t>(d)) > 0;
+      // (a kept dim of size 1 has coordinate 0, as the row loop gives it;
+      // reduced dims keep their loop variable whatever their size)
+      full[d] = !reduced && k.shape[d].equals(1) ? Expr(0)
+                                                 : Expr::symbol((reduced ? "sched_r" : "sched_k") + std::to_string(d));
+      if (!reduced) row[d] = full[d], squeezed.push_back(full[d]);
+    }
+    const std::string row_key = join_keys(row);
+    std::set<std::string> seen;
+    bool ok = true;
+    std::function<void(Node*, const std::vector<Expr>&, bool)> visit = [&](Node* x, const std::vector<Expr>& c,
+                                                                            bool top) {
+      if (!ok || !seen.insert(std::to_string(x->id) + "@" + join_keys(c)).second) return;
+      if (!top && x->kind == NodeKind::Reduce && x->group == gi) {
+        ok = join_keys(c) == row_key;
+        return;
+      }
+      if (x->host || x->kind == NodeKind::Input || x->kind == NodeKind::ExternOutput ||
+          x->kind == NodeKind::Constant || aliases_.count(x->id))
+        return;
+      if (!top && x->materialize && x->group != gi) return;  // loaded from its buffer
+      if (x->kind == NodeKind::Reduce) {  // the root itself: its input over the row
+        visit(x->inputs[0], full, false);
+        return;
+      }
+      if (x->kind == NodeKind::View) {
+        if (x->op == "as_strided") return;  // a load of its (materialized) input
+        if (x->op == "pad") {
+          std::vector<Expr> ic(c.size());
+          for (size_t d = 0; d < c.size(); ++d) ic[d] = c[d] - x->view_args[d];
+          visit(x->inputs[0], ic, false);
+          return;
+        }
+        visit(x->inputs[0], view_input_coords(x, c), false);
+        return;
+      }
+      if (x->op == "iota") return;
+      for (Node* in : x->inputs) visit(in, c, false);
+    };
+    const std::vector<Expr>& start = n->kind == NodeKind::Reduce || n->shape.size() == k.shape.size()
+                                         ? (n->shape == k.shape || n->kind == NodeKind::Reduce ? full : row)
+                                         : squeezed;
+    visit(n, start, true);
+    return ok;
+  }
 
   void place(Node* n) {
     if (n->kind == NodeKind::Extern) {

@@ -25,6 +25,7 @@ def record_graph(plan, seconds, loaded=False):
         _counts["kernels"] += stats.get("kernels", 0)
         _counts["kernel_launches"] += stats.get("kernel_launches", 0)
         _counts["buffers_reused"] += stats.get("buffers_reused", 0)
+        _counts["fusion_retries"] += stats.get("fusion_retries", 0)
         cache = plan.get("cache")
         if cache is not None:
             _counts["cache_hits" if cache["hit"] else "cache_misses"] += 1
@@ -48,7 +49,8 @@ def record_graph_fallback():
 def snapshot():
     with _lock:
         out = {k: _counts.get(k, 0) for k in ("graphs", "graphs_fallback", "graphs_loaded", "kernels", "kernel_launches", "cache_hits",
-                                               "cache_misses", "buffers_reused", "recompiles")}
+                                               "cache_misses", "buffers_reused", "recompiles",
+                                               "fusion_retries")}
         out["compile_seconds"] = _times.get("compile_seconds", 0.0)
         out["build_seconds"] = _times.get("build_seconds", 0.0)
         out["extern_ops"] = dict(_extern_ops)
