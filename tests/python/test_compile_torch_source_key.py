@@ -1,8 +1,8 @@
-"""torch_key() remembered across processes (compiler/torch_source_key.py)."""
+"""torch_key() remembered across processes (_torch_patches/torch_source_key.py)."""
 import os
 
 from conftest import run_python
-from openneuron.compiler import torch_source_key
+from openneuron._torch_patches import torch_source_key
 
 
 def _tree(root):
@@ -41,7 +41,7 @@ from torch._inductor import codecache
 hashed = []
 original = codecache.build_code_hash
 codecache.build_code_hash = lambda *a: (hashed.append(1), original(*a))[1]
-from openneuron.compiler import torch_source_key
+from openneuron._torch_patches import torch_source_key
 torch_source_key.prime(os.environ['MEMO_DIR'])
 print(codecache.torch_key().hex(), bool(hashed))
 """

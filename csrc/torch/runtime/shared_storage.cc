@@ -77,7 +77,8 @@ std::pair<int, size_t> share_storage(const c10::Storage& storage) {
   }
   SharedMapping* mapping = map_shared(fd, nbytes);
   wait_current_stream(device);  // queued writes land before the bytes move
-  if (nbytes) std::memcpy(mapping->ptr, impl->data(), nbytes);
+  // Through the driver, like every read of device memory.
+  if (nbytes) hal::driver().copy(mapping->ptr, impl->data(), nbytes, hal::CopyKind::DeviceToHost);
   // The old device memory goes back to the allocator with the old DataPtr.
   impl->set_data_ptr_noswap(data_ptr_of(mapping, device));
   impl->set_resizable(false);  // as CPU's shared storages: a resize would unshare it

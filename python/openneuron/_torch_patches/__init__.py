@@ -19,6 +19,12 @@ and keeps the patch to the narrowest scope that does the job:
 - device_policies.py: per-device-type choices PyTorch makes for "cpu" and
   "cuda" only (linear_cross_entropy's accumulation), made for "neuron" as
   for the CPU; other device types untouched.
+- graph_cache_key.py: AOTAutograd's cache key computed without Inductor's
+  per-device code generators, only while a neuron graph is compiled or
+  loaded (a context manager).
+- torch_source_key.py: PyTorch's torch_key() digest remembered across
+  processes under a fingerprint of torch's files, handed to PyTorch through
+  the setter its cached function provides.
 - autograd_engine.py: backward on the calling thread while every neuron
   device runs kernels on host threads (PyTorch's own switch, set only for
   the duration of each backward call).

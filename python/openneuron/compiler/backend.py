@@ -18,8 +18,9 @@ from torch._decomp import core_aten_decompositions, get_decompositions
 from torch._dynamo.backends.common import aot_autograd
 
 from .. import _C
-from . import _native, metrics, precompile, torch_source_key
-from .graph_cache_key import without_inductor_backends
+from .._torch_patches import torch_source_key
+from .._torch_patches.graph_cache_key import without_inductor_backends
+from . import _native, metrics, precompile
 from .config import settings
 from .fallbacks import CompileFallbackWarning, StrictCompileError, report_fallbacks, with_constants  # noqa: F401
 from .foreach import foreach_decompositions

@@ -9,6 +9,10 @@ the Inductor post-grad passes registered per device, which only Inductor
 runs; the key of a neuron graph leaves them out, so it is the same whether
 or not this process has used Inductor (a key that depended on that would
 miss for no visible reason)."""
+from . import require_torch
+
+require_torch(__name__)
+
 
 import contextlib
 

@@ -11,6 +11,10 @@ provides. Any file replaced, edited or added gives a new fingerprint and the
 digest is computed again by PyTorch itself, so the value is always the one
 PyTorch would compute; a memo file that is not a well-formed digest is
 ignored and rewritten."""
+from . import require_torch
+
+require_torch(__name__)
+
 
 import hashlib
 import importlib.machinery
