@@ -154,24 +154,20 @@ void HostQueue::dispatch(Executable& executable, int entry,
       checked_host_executable(executable, device_, entry, bindings.size(), scalars.size());
   const HostExecutable::EntryFn fn = exe.function(entry);
   const int64_t threads = grid.x;
-  if (!dispatch_on_worker_ && !access_) {
+  if (!dispatch_on_worker_) {
+    // The host driver: host pointers, run on the caller once the queue is idle.
     if (!core_->idle()) synchronize();
     fn(const_cast<void**>(bindings.data()), scalars.data(), threads);
     return;
   }
+  // Translated now, so a bad address throws at the call; run in queue order.
   std::vector<void*> views(bindings.size());
   for (size_t i = 0; i < bindings.size(); ++i)
     views[i] = bindings[i] ? view(bindings[i], 1) : nullptr;
-  auto run = [fn, threads, views = std::move(views),
-              values = std::vector<int64_t>(scalars.begin(), scalars.end())]() mutable {
+  core_->enqueue([fn, threads, views = std::move(views),
+                  values = std::vector<int64_t>(scalars.begin(), scalars.end())]() mutable {
     fn(views.data(), values.data(), threads);
-  };
-  if (dispatch_on_worker_) {
-    core_->enqueue(std::move(run));
-  } else {
-    if (!core_->idle()) synchronize();
-    run();
-  }
+  });
 }
 
 void HostQueue::host_task(std::function<void()> fn) {

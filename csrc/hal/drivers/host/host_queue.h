@@ -62,9 +62,10 @@ class HostMemoryAccess {
 class HostQueue : public Queue {
  public:
   // `access`: null for host memory. `dispatch_on_worker`: dispatches run on
-  // the queue's thread, asynchronously, as a GPU's do; otherwise on the
-  // calling thread once the queue is idle (the host driver: a kernel then
-  // uses the caller's cores without a thread handoff).
+  // the queue's thread, asynchronously, as a GPU's do, with their bindings
+  // translated through `access`; otherwise (host memory only) on the
+  // calling thread once the queue is idle, so a kernel uses the caller's
+  // cores without a thread handoff.
   HostQueue(int device, int priority,
             std::shared_ptr<const HostMemoryAccess> access = nullptr,
             bool dispatch_on_worker = false);
