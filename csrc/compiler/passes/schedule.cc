@@ -249,8 +249,9 @@ class Scheduler {
       return k.kind == KernelGroup::Kind::Reduction && n->inputs[0]->shape == k.shape && n->dims == k.dims &&
              reads_reductions_at_row(k, n);
     // A reduction kernel reads its rows in several passes: a store there
-    // could overwrite an element a later pass reads.
-    if (n->is_store() && k.kind == KernelGroup::Kind::Reduction) return false;
+    // could overwrite an element a later pass reads, unless nothing reads
+    // the input it writes (an eager reduction's output).
+    if (n->is_store() && k.kind == KernelGroup::Kind::Reduction && !n->store_into->users.empty()) return false;
     if (k.kind == KernelGroup::Kind::Pointwise) return c.reduces.empty() && n->shape == k.shape;
     return (n->shape == k.shape || n->shape == kept_shape(k) || n->shape == squeezed_shape(k)) &&
            reads_reductions_at_row(k, n);

@@ -20,6 +20,7 @@
 #include "torch/aten/host/cpu_views.h"
 #include "torch/aten/cuda_dtypes.h"
 #include "torch/aten/device_check.h"
+#include "torch/aten/eager/eager_kernel.h"
 #include "torch/aten/op_info.h"
 #include "torch/aten/router.h"
 #include "torch/aten/host/cpu_allocation_redirect.h"
@@ -201,6 +202,10 @@ void route_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet,
   // (metadata only); a sparse or quantized tensor's view would read it.
   if (info.force_cpu_fallback ||
       (!host_addressable() && (!info.is_view || has_layout_tensors(*stack, op.schema())))) {
+    // A kernel the compiler makes for the device, when it can.
+    if (!info.force_cpu_fallback && !host_addressable() && !has_layout_tensors(*stack, op.schema()) &&
+        run_eager_kernel(op, info, device, stack))
+      return;
     run_on_cpu_with_copies(op, info, stack);
     return;
   }

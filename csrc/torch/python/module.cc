@@ -7,6 +7,7 @@
 #include "hal/driver.h"
 #include "hal/pinned_allocator.h"
 #include "torch/aten/cpu_fallback.h"
+#include "torch/aten/eager/eager_kernel.h"
 #include "torch/aten/router.h"
 #include "torch/distributed/neuron_backend.h"
 #include "torch/runtime/compiled_kernels.h"
@@ -112,6 +113,18 @@ py::list fallback_records() {
     d["op"] = r.op;
     d["calls"] = r.calls;
     d["seconds"] = r.seconds;
+    out.append(d);
+  }
+  return out;
+}
+
+py::list eager_kernel_records() {
+  py::list out;
+  for (const auto& r : eager_kernel_report()) {
+    py::dict d;
+    d["op"] = r.op;
+    d["launches"] = r.launches;
+    d["kernels"] = r.kernels;
     out.append(d);
   }
   return out;
@@ -261,6 +274,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_transfer_stats", [] { reset_transfer_stats(); });
   m.def("_fallback_report", &fallback_records);
   m.def("_reset_fallback_report", [] { reset_fallback_report(); });
+  m.def("_eager_kernel_report", &eager_kernel_records);
+  m.def("_reset_eager_kernel_report", [] { reset_eager_kernel_report(); });
   m.def("_set_fallback_policy", &set_fallback_policy);
   m.def("_fallback_policy", &fallback_policy);
   m.def("_reload_settings", [] { reload_settings(); });

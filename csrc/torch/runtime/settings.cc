@@ -1,6 +1,7 @@
 #include "torch/runtime/settings.h"
 
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <sstream>
 
@@ -12,6 +13,15 @@ namespace {
 std::string env(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
+}
+
+// As compiler/config.py's _flag: unset or empty is the default; 0, false,
+// no and off are false.
+bool flag(const char* name, bool fallback) {
+  std::string v = env(name);
+  if (v.empty()) return fallback;
+  for (auto& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return v != "0" && v != "false" && v != "no" && v != "off";
 }
 
 Settings read_settings() {
@@ -36,6 +46,15 @@ Settings read_settings() {
   }
   const auto blocking = env("OPENNEURON_LAUNCH_BLOCKING");
   s.launch_blocking = !blocking.empty() && blocking != "0";
+  s.eager_kernels = flag("OPENNEURON_EAGER_KERNELS", true);
+  s.compile_cache_enabled = flag("OPENNEURON_COMPILE_CACHE", true);
+  s.compile_cache_dir = env("OPENNEURON_COMPILE_CACHE_DIR");
+  if (s.compile_cache_dir.empty()) {
+    const std::string xdg = env("XDG_CACHE_HOME");
+    s.compile_cache_dir = (xdg.empty() ? env("HOME") + "/.cache" : xdg) + "/openneuron/kernels";
+  }
+  const auto max_mb = env("OPENNEURON_COMPILE_CACHE_MAX_MB");
+  if (!max_mb.empty()) s.compile_cache_max_bytes = static_cast<int64_t>(std::stod(max_mb) * (1 << 20));
   return s;
 }
 

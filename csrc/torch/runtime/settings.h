@@ -2,6 +2,7 @@
 // README's table documents each). HAL settings live in hal/config.h.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +16,14 @@ struct Settings {
   std::vector<std::string> forced_fallback_ops;  // OPENNEURON_FORCE_CPU_FALLBACK
   bool force_fallback_all = false;
   bool launch_blocking = false;  // OPENNEURON_LAUNCH_BLOCKING
+  // Eager ops as compiler-made device kernels on drivers whose memory the
+  // host cannot address (OPENNEURON_EAGER_KERNELS, on by default).
+  bool eager_kernels = true;
+  // The compiler's persistent kernel cache, as torch.compile uses it
+  // (OPENNEURON_COMPILE_CACHE*, read the same way as compiler/config.py).
+  std::string compile_cache_dir;
+  bool compile_cache_enabled = true;
+  int64_t compile_cache_max_bytes = 1024LL << 20;
 
   // True when `op` ("aten::add.Tensor") must take the CPU-fallback path.
   // Entries match the full name or the name without overload ("aten::add").

@@ -1,0 +1,320 @@
+#include "torch/aten/eager/eager_graph.h"
+
+#include <ATen/WrapDimUtilsMulti.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "torch/aten/eager/kernel_geometry.h"
+
+namespace openneuron::integration {
+namespace {
+
+const char* dtype_name(at::ScalarType t) {
+  switch (t) {
+    case at::kBool: return "bool";
+    case at::kByte: return "uint8";
+    case at::kChar: return "int8";
+    case at::kShort: return "int16";
+    case at::kInt: return "int32";
+    case at::kLong: return "int64";
+    case at::kHalf: return "float16";
+    case at::kBFloat16: return "bfloat16";
+    case at::kFloat: return "float32";
+    case at::kDouble: return "float64";
+    case at::kComplexFloat: return "complex64";
+    case at::kComplexDouble: return "complex128";
+    default: return nullptr;
+  }
+}
+
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string number(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  // A float keeps its point, so it is read back as a float.
+  if (!std::strpbrk(buf, ".eE")) std::strcat(buf, ".0");
+  return buf;
+}
+
+class Builder {
+ public:
+  Builder(const KernelGeometry& g) : g_(g) {
+    for (int d = 0; d < g.rank(); ++d) sizes_.push_back(symbol(g.shape[d]));
+  }
+
+  // A tensor graph input: operand `k` of the geometry, its dims kept where
+  // `keep` (a reduction's output keeps size 1 along reduced dims).
+  std::string tensor_input(const at::Tensor& t, int k, bool is_output) {
+    const std::string name = "t" + std::to_string(operands.size());
+    operands.push_back(t);
+    std::string shape = "[", stride = "[";
+    for (int d = 0; d < g_.rank(); ++d) {
+      const bool size_one = is_output && g_.reduced[d];
+      const int64_t s = g_.strides[k][d];
+      shape += (d ? "," : "") + (size_one ? std::string("1") : sizes_[d]);
+      // The innermost stride's class is part of the key; others are symbols.
+      const bool literal = size_one || (d == g_.rank() - 1 && (s == 0 || s == 1));
+      stride += (d ? "," : "") + (literal ? std::to_string(size_one ? 0 : s) : symbol(s));
+    }
+    inputs_ += std::string(inputs_.empty() ? "" : ",") + "{\"name\":\"" + name + "\",\"meta\":" +
+               meta(t.scalar_type(), shape + "]", stride + "]") + "}";
+    return name;
+  }
+
+  // A Python number: a float symbol (its double's bits), so a new value
+  // reuses the kernel. Integers beyond a double's exact range stay literal.
+  std::string scalar(const c10::Scalar& s) {
+    const bool is_int = s.isIntegral(false);
+    if (is_int && std::abs(s.toLong()) > (int64_t(1) << 53)) return std::to_string(s.toLong());
+    const double v = is_int ? static_cast<double>(s.toLong()) : s.toDouble();
+    const std::string name = "fs_" + std::to_string(float_symbols_.size());
+    int64_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    float_symbols_.push_back({name, bits});
+    const std::string node = "c" + std::to_string(float_symbols_.size() - 1);
+    nodes_ += "{\"name\":\"" + node + "\",\"target\":\"py.scalar\",\"args\":[],\"kwargs\":{},\"meta\":" +
+              "{\"t\":\"symfloat\",\"name\":\"" + name + "\",\"int\":" + (is_int ? "true" : "false") +
+              "},\"aliases\":false},";
+    return "{\"ref\":\"" + node + "\"}";
+  }
+
+  std::string meta(at::ScalarType dtype, const std::string& shape, const std::string& stride) {
+    return std::string("{\"t\":\"tensor\",\"dtype\":\"") + dtype_name(dtype) + "\",\"shape\":" + shape +
+           ",\"stride\":" + stride + ",\"offset\":0}";
+  }
+
+  // Shape of the op's value: the geometry's, 1 along reduced dims.
+  std::string value_shape() const {
+    std::string shape = "[";
+    for (int d = 0; d < g_.rank(); ++d) shape += (d ? "," : "") + (g_.reduced[d] ? std::string("1") : sizes_[d]);
+    return shape + "]";
+  }
+
+  std::string finish(const std::string& target, const std::string& args, const std::string& kwargs,
+                     const at::Tensor& out, const std::string& out_name) {
+    const std::string shape = value_shape();
+    std::string stride = "[";  // contiguous, in the compiler's prefix form
+    for (int d = 0; d < g_.rank(); ++d) {
+      std::string product = "1";
+      for (int e = g_.rank() - 1; e > d; --e)
+        if (!g_.reduced[e]) product = product == "1" ? sizes_[e] : "[\"mul\"," + product + "," + sizes_[e] + "]";
+      stride += (d ? "," : "") + product;
+    }
+    stride += "]";
+    const std::string value_meta = meta(out.scalar_type(), shape, stride);
+    std::string json = "{\"inputs\":[" + inputs_ + "],\"nodes\":[" + nodes_ + "{\"name\":\"v\",\"target\":" +
+                       quoted(target) + ",\"args\":[" + args + "],\"kwargs\":{" + kwargs + "},\"meta\":" +
+                       value_meta + ",\"aliases\":false},{\"name\":\"w\",\"target\":\"aten.copy_.default\"," +
+                       "\"args\":[{\"ref\":\"" + out_name + "\"},{\"ref\":\"v\"}],\"kwargs\":{},\"meta\":" +
+                       value_meta + ",\"aliases\":true}],\"outputs\":[],\"symbols\":[";
+    for (size_t i = 0; i < symbol_names_.size(); ++i) json += (i ? "," : "") + symbol_names_[i];
+    for (size_t i = 0; i < float_symbols_.size(); ++i) {
+      json += (i || !symbol_names_.empty() ? ",\"" : "\"") + float_symbols_[i].first + "\"";
+      symbols.push_back(float_symbols_[i].second);
+    }
+    return json + "]}";
+  }
+
+  std::vector<at::Tensor> operands;
+  std::vector<int64_t> symbols;
+
+ private:
+  std::string symbol(int64_t value) {
+    std::string name = "\"s" + std::to_string(symbol_names_.size()) + "\"";
+    symbol_names_.push_back(name);
+    symbols.push_back(value);
+    return name;
+  }
+
+  const KernelGeometry& g_;
+  std::vector<std::string> sizes_, symbol_names_;
+  std::vector<std::pair<std::string, int64_t>> float_symbols_;
+  std::string inputs_, nodes_;
+};
+
+bool is_neuron_tensor(const c10::IValue& v) {
+  return v.isTensor() && v.toTensor().defined() && !v.toTensor().device().is_cpu();
+}
+
+// An argument that is a literal of the graph (and of its key), or nullopt.
+std::optional<std::string> literal(const c10::IValue& v, const c10::Argument& arg) {
+  c10::TypePtr type = arg.real_type();
+  if (type->kind() == c10::TypeKind::OptionalType) {
+    if (v.isNone()) return "null";
+    type = type->expectRef<c10::OptionalType>().getElementType();
+  }
+  switch (type->kind()) {
+    case c10::TypeKind::ScalarTypeType: {
+      const char* name = dtype_name(static_cast<at::ScalarType>(v.toInt()));
+      if (!name) return std::nullopt;
+      return std::string("{\"dtype\":\"") + name + "\"}";
+    }
+    case c10::TypeKind::IntType: return std::to_string(v.toInt());
+    case c10::TypeKind::FloatType: return number(v.toDouble());
+    case c10::TypeKind::BoolType: return v.toBool() ? "true" : "false";
+    case c10::TypeKind::StringType: return quoted(std::string(v.toStringRef()));
+    case c10::TypeKind::ListType: {
+      if (!v.isIntList()) return std::nullopt;
+      std::string out = "[";
+      for (int64_t i : v.toIntVector()) out += (out.size() > 1 ? "," : "") + std::to_string(i);
+      return out + "]";
+    }
+    case c10::TypeKind::NumberType:  // a Scalar: alpha is a compile-time constant to the compiler
+      if (v.isBool()) return v.toBool() ? "true" : "false";
+      if (v.isInt()) return std::to_string(v.toInt());
+      if (v.isDouble()) return number(v.toDouble());
+      return std::nullopt;
+    default: return std::nullopt;
+  }
+}
+
+// A Scalar or Scalar? argument.
+bool is_number_type(const c10::Argument& arg) {
+  c10::TypePtr type = arg.real_type();
+  if (type->kind() == c10::TypeKind::OptionalType) type = type->expectRef<c10::OptionalType>().getElementType();
+  return type->kind() == c10::TypeKind::NumberType;
+}
+
+// Dims the reduction runs over, as flags on `rank` dims ("dim" null or
+// empty: all of them).
+std::vector<bool> reduced_dims(const EagerOp& op, c10::ArrayRef<c10::IValue> args, int64_t rank) {
+  std::vector<bool> reduced(rank, true);
+  if (op.dim_arg < 0 || args[op.dim_arg].isNone()) return reduced;
+  const c10::IValue& dim = args[op.dim_arg];
+  std::vector<int64_t> dims = dim.isInt() ? std::vector<int64_t>{dim.toInt()} : dim.toIntVector();
+  if (dims.empty() || rank == 0) return reduced;
+  std::fill(reduced.begin(), reduced.end(), false);
+  for (int64_t d : dims) reduced[c10::maybe_wrap_dim(d, rank)] = true;
+  return reduced;
+}
+
+}  // namespace
+
+std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSchema& schema,
+                                      c10::ArrayRef<c10::IValue> args, const at::Tensor& out,
+                                      std::string* why) {
+  const auto& arguments = schema.arguments();
+  // The iteration geometry over the output (pointwise) or the input (reductions).
+  std::vector<const at::Tensor*> tensors = {&out};
+  std::vector<int> tensor_of_arg(args.size(), -1);
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (static_cast<int>(i) == op.out_arg || !is_neuron_tensor(args[i])) continue;
+    if (op.form == EagerOp::Form::InPlace && static_cast<int>(i) == op.out_arg) continue;
+    tensor_of_arg[i] = static_cast<int>(tensors.size());
+    tensors.push_back(&args[i].toTensor());
+  }
+  std::vector<int64_t> shape;
+  std::vector<bool> reduced;
+  std::vector<std::vector<int64_t>> strides;
+  if (op.family == EagerOp::Family::Reduction) {
+    if (tensors.size() != 2) {
+      *why = "a reduction of several tensors";
+      return std::nullopt;
+    }
+    const at::Tensor& x = *tensors[1];
+    shape = x.sizes().vec();
+    reduced = reduced_dims(op, args, x.dim());
+    // The output seen along the input's dims: stride 0 along reduced dims
+    // (which it lacks unless keepdim).
+    std::vector<int64_t> out_strides(shape.size(), 0);
+    const bool keepdim = op.keepdim_arg >= 0 && args[op.keepdim_arg].toBool();
+    for (int64_t d = 0, o = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+      if (reduced[d] && !keepdim) continue;
+      if (!reduced[d]) out_strides[d] = out.stride(o);
+      ++o;
+    }
+    strides = {out_strides, x.strides().vec()};
+  } else {
+    shape = out.sizes().vec();
+    for (const at::Tensor* t : tensors)
+      strides.push_back(broadcast_strides(shape, t->sizes().data(), t->strides().data(), t->dim()));
+  }
+  KernelGeometry g = make_kernel_geometry(shape, reduced, strides, op.family == EagerOp::Family::Pointwise);
+  if (op.family == EagerOp::Family::Reduction &&
+      std::find(g.reduced.begin(), g.reduced.end(), true) == g.reduced.end()) {
+    // Reduced dims all of size 1: a reduction over one more of them.
+    g.shape.push_back(1);
+    g.reduced.push_back(true);
+    for (auto& s : g.strides) s.push_back(0);
+  }
+
+  Builder b(g);
+  const std::string out_name = b.tensor_input(out, 0, true);
+  std::string positional, keywords;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (static_cast<int>(i) == op.out_arg && op.form == EagerOp::Form::Out) continue;
+    const c10::Argument& arg = arguments[i];
+    const c10::IValue& v = args[i];
+    std::string text;
+    if (op.form == EagerOp::Form::InPlace && static_cast<int>(i) == op.out_arg) {
+      text = "{\"ref\":\"" + out_name + "\"}";
+    } else if (tensor_of_arg[i] >= 0) {
+      text = "{\"ref\":\"" + b.tensor_input(*tensors[tensor_of_arg[i]], tensor_of_arg[i], false) + "\"}";
+    } else if (v.isTensor() && v.toTensor().defined()) {
+      // A CPU tensor: a Python number PyTorch wrapped is a scalar; anything
+      // else promotes differently and stays on the fallback.
+      const at::Tensor& t = v.toTensor();
+      if (!t.unsafeGetTensorImpl()->is_wrapped_number() || t.is_complex()) {
+        *why = "a CPU tensor argument";
+        return std::nullopt;
+      }
+      text = b.scalar(t.item());
+    } else if (static_cast<int>(i) == op.dim_arg) {
+      std::string dims = "[";
+      int count = 0, last = -1;
+      for (int d = 0; d < g.rank(); ++d)
+        if (g.reduced[d]) dims += (count++ ? "," : "") + std::to_string(last = d);
+      // prod takes one dim.
+      text = v.isInt() ? (count == 1 ? std::to_string(last) : "null") : dims + "]";
+      if (text == "null") {
+        *why = "a reduction over several dims at once";
+        return std::nullopt;
+      }
+    } else if (static_cast<int>(i) == op.keepdim_arg) {
+      text = "true";
+    } else if (is_number_type(arg) && !v.isNone() && arg.name() != "alpha" && !v.isBool()) {
+      if (v.isComplexDouble()) {
+        *why = "a complex scalar";
+        return std::nullopt;
+      }
+      text = b.scalar(v.toScalar());
+    } else if (auto lit = literal(v, arg)) {
+      text = *lit;
+    } else {
+      *why = "argument '" + arg.name() + "' of type " + arg.type()->str();
+      return std::nullopt;
+    }
+    if (arg.kwarg_only())
+      keywords += (keywords.empty() ? "" : ",") + quoted(arg.name()) + ":" + text;
+    else
+      positional += (positional.empty() ? "" : ",") + text;
+  }
+  if (!dtype_name(out.scalar_type())) {
+    *why = std::string("dtype ") + c10::toString(out.scalar_type());
+    return std::nullopt;
+  }
+  for (const auto& t : b.operands)
+    if (!dtype_name(t.scalar_type())) {
+      *why = std::string("dtype ") + c10::toString(t.scalar_type());
+      return std::nullopt;
+    }
+  EagerGraph graph;
+  graph.json = b.finish(op.target, positional, keywords, out, out_name);
+  graph.operands = std::move(b.operands);
+  graph.symbols = std::move(b.symbols);
+  return graph;
+}
+
+}  // namespace openneuron::integration

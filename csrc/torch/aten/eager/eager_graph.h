@@ -1,0 +1,35 @@
+// The single-op graph of an eager call, in the compiler's FX JSON: every
+// tensor a graph input seen through the call's KernelGeometry, sizes and
+// strides as symbols (a contiguous innermost stride, or a broadcast one, is
+// written as the literal 1 or 0: the kernel's layout class), scalars as
+// float symbols, the op's value stored into its output. The text holds no
+// size, stride or scalar value, so it is the kernel's cache key: a new shape
+// gives the same text and reuses the kernel.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/stack.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "torch/aten/eager/eager_op.h"
+
+namespace openneuron::integration {
+
+struct EagerGraph {
+  std::string json;                  // the graph, and the key of its kernel
+  std::vector<at::Tensor> operands;  // graph inputs, in order (the output first)
+  std::vector<int64_t> symbols;      // the symbols' values, in the graph's order
+};
+
+// The graph of `op` called with `args` (the stack's arguments) writing
+// `out`; nullopt (with `why`) when the call has arguments the graph cannot
+// express (a CPU tensor that is not a Python number, a generator, a list
+// of tensors).
+std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSchema& schema,
+                                      c10::ArrayRef<c10::IValue> args, const at::Tensor& out,
+                                      std::string* why);
+
+}  // namespace openneuron::integration

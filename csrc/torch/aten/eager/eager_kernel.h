@@ -1,0 +1,33 @@
+// Eager ops as device kernels made by the compiler, for drivers whose memory
+// the host cannot address (the protected driver, GPUs): the op's single-op
+// graph (eager_graph.h) is compiled for the device's kernel target once per
+// key, cached in memory and in the compiler's persistent kernel cache, and
+// launched on the current stream with the call's sizes, strides and scalars
+// as arguments. Shapes, dtypes and errors come from the op's own meta
+// kernel, run first, so a bad call raises exactly what PyTorch raises.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <string>
+#include <vector>
+
+#include "torch/aten/op_info.h"
+
+namespace openneuron::integration {
+
+// Runs `op` as a device kernel and returns true, or returns false having
+// changed nothing (the op has no kernel: the caller takes the CPU fallback).
+bool run_eager_kernel(const c10::OperatorHandle& op, const OpInfo& info, c10::DeviceIndex device,
+                      torch::jit::Stack* stack);
+
+struct EagerKernelRecord {
+  std::string op;
+  int64_t launches = 0;
+  int64_t kernels = 0;  // distinct kernels (keys) of this op
+};
+// Ops that ran as eager device kernels since the last reset.
+std::vector<EagerKernelRecord> eager_kernel_report();
+void reset_eager_kernel_report();
+
+}  // namespace openneuron::integration

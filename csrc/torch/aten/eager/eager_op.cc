@@ -1,0 +1,77 @@
+#include "torch/aten/eager/eager_op.h"
+
+#include <mutex>
+#include <unordered_map>
+
+#include "compiler/lower/aten_ops.h"
+#include "torch/aten/eager/meta_functions.h"
+
+namespace openneuron::integration {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool is_reduction(const std::string& base) {
+  return base == "sum" || base == "mean" || base == "amax" || base == "amin" || base == "prod" ||
+         base == "any" || base == "all";
+}
+
+EagerOp classify(const c10::OperatorHandle& op) {
+  EagerOp e;
+  const auto& schema = op.schema();
+  e.name = schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+  if (schema.name().rfind("aten::", 0) != 0 || schema.returns().size() != 1 ||
+      schema.returns()[0].type()->kind() != c10::TypeKind::TensorType)
+    return e;
+  std::string base = schema.name().substr(6);
+  std::string overload = schema.overload_name();
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    const auto* alias = schema.arguments()[i].alias_info();
+    if (!alias || !alias->isWrite()) continue;
+    if (e.out_arg >= 0) return {};  // several outputs
+    e.out_arg = static_cast<int>(i);
+  }
+  if (e.out_arg < 0) {
+    if (schema.returns()[0].alias_info()) return {};  // a view
+  } else if (schema.arguments()[e.out_arg].is_out()) {
+    e.form = EagerOp::Form::Out;
+    overload = overload == "out" ? "default" : ends_with(overload, "_out") ? overload.substr(0, overload.size() - 4)
+                                                                          : overload;
+  } else if (e.out_arg == 0 && ends_with(base, "_") && !ends_with(base, "__")) {
+    e.form = EagerOp::Form::InPlace;
+    base.pop_back();
+  } else {
+    return {};
+  }
+  // Ops that are not structured have no C++ meta function of their own:
+  // the dispatcher's Meta kernel (C++ or PyTorch's Python one) stands in.
+  auto meta = meta_functions().find(e.name);
+  if (meta != meta_functions().end()) e.meta_function = &meta->second;
+  e.target = "aten." + base + "." + (overload.empty() ? "default" : overload);
+  if (compiler::find_pointwise(e.target) || base == "clamp") {
+    e.family = EagerOp::Family::Pointwise;
+  } else if (is_reduction(base)) {
+    e.family = EagerOp::Family::Reduction;
+    for (size_t i = 0; i < schema.arguments().size(); ++i) {
+      if (schema.arguments()[i].name() == "dim") e.dim_arg = static_cast<int>(i);
+      if (schema.arguments()[i].name() == "keepdim") e.keepdim_arg = static_cast<int>(i);
+    }
+  }
+  return e;
+}
+
+}  // namespace
+
+const EagerOp& eager_op(const c10::OperatorHandle& op) {
+  static std::mutex mutex;
+  static auto* ops = new std::unordered_map<const void*, EagerOp>();  // by schema
+  const void* key = &op.schema();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = ops->find(key);
+  if (it == ops->end()) it = ops->emplace(key, classify(op)).first;
+  return it->second;
+}
+
+}  // namespace openneuron::integration

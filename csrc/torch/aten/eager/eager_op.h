@@ -1,0 +1,26 @@
+// Which eager ops the compiler can make a device kernel for, and how their
+// arguments map onto the single-op graph it compiles (see eager_kernel.h).
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <string>
+
+namespace openneuron::integration {
+
+struct EagerOp {
+  enum class Family { None, Pointwise, Reduction } family = Family::None;
+  enum class Form { Functional, InPlace, Out } form = Form::Functional;
+  std::string name;    // "aten::add_.Tensor"
+  std::string target;  // the functional op the graph calls: "aten.add.Tensor"
+  int out_arg = -1;    // the argument written: self (in-place) or out (out=)
+  int dim_arg = -1;    // a reduction's dims ("dim"), and its "keepdim"
+  int keepdim_arg = -1;
+  // ATen's C++ meta function (meta_functions.h); null: the dispatcher's Meta kernel.
+  const c10::KernelFunction* meta_function = nullptr;
+};
+
+// The op's facts, computed once per op (Family::None: no device kernel).
+const EagerOp& eager_op(const c10::OperatorHandle& op);
+
+}  // namespace openneuron::integration
