@@ -22,6 +22,6 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
 std::string find_kernel_library(const std::string& source_digest, const std::string& options_json);
 
 // Bumped whenever generated code changes meaning: part of every cache key.
-constexpr const char* kCodegenVersion = "1";
+constexpr const char* kCodegenVersion = "2";
 
 }  // namespace openneuron::compiler

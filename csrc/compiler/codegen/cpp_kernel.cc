@@ -642,7 +642,7 @@ class KernelWriter {
         line("int nan" + id + " = 0;");
         clauses["|"].push_back("nan" + id);
       }
-      line(std::string(compute_ctype(r->compute)) + " acc" + id + " = " + reduction_init(r) + ";");
+      line(accumulator_ctype(r) + " acc" + id + " = " + reduction_init(r) + ";");
       clauses[combiner.at(r->op)].push_back("acc" + id);
     }
     std::string pragma = "#pragma omp simd";
@@ -687,6 +687,14 @@ class KernelWriter {
     for (Node* r : g_.roots)
       if (r->kind != NodeKind::Reduce && r->shape == g_.shape) return false;
     return true;
+  }
+
+  // A float32 sum accumulates in double: a row summed in one order drifts
+  // from PyTorch's cascade sums by more than float32's tolerance at a few
+  // hundred elements; double costs a CPU nothing in a memory-bound loop.
+  static std::string accumulator_ctype(const Node* r) {
+    if (r->op == "sum" && r->compute == DType::Float32) return "double";
+    return compute_ctype(r->compute);
   }
 
   // A floating max/min keeps a NaN flag beside its accumulator.
@@ -791,7 +799,7 @@ class KernelWriter {
     const std::string tile = std::to_string(kColumnTile);
     for (Node* r : batch) {
       std::string id = std::to_string(r->id);
-      line(std::string(compute_ctype(r->compute)) + " acc" + id + "[" + tile + "];");
+      line(accumulator_ctype(r) + " acc" + id + "[" + tile + "];");
       bool flag = has_nan_flag(r);
       if (flag) line("int nan" + id + "[" + tile + "];");
       line("for (int64_t t = 0; t < tw; ++t) { acc" + id + "[t] = " + reduction_init(r) + ";" +
