@@ -341,7 +341,9 @@ def test_new_process_loads_forward_and_backward_from_aotautograds_cache(tmp_path
         "x = torch.randn(4, 8, device='neuron')\n"
         "torch.compile(m, backend='neuron')(x).square().sum().backward()\n"
         "g = m[0].weight.grad.cpu(); m.zero_grad(); m(x).square().sum().backward()\n"
-        "assert torch.allclose(g, m[0].weight.grad.cpu(), atol=1e-5), (g, m[0].weight.grad)\n"
+        # atol: eager's own float32 gradient is 1e-5 off float64's here
+        # (compiled sums accumulate in double: 2e-6 off).
+        "assert torch.allclose(g, m[0].weight.grad.cpu(), atol=5e-5), (g, m[0].weight.grad)\n"
         "k = c.metrics(); print(k['graphs'], k['graphs_loaded'], k['cache_hits'])\n"
     )
     env = dict(os.environ, OPENNEURON_COMPILE_CACHE_DIR=str(tmp_path / "kernels"),

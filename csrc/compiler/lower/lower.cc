@@ -395,6 +395,11 @@ class Lowerer {
     for (auto& o : ops)
       if (o.node && is_complex(o.node->dtype)) throw UnsupportedError("complex operand");
     std::string op = pw.ir_op;
+    // PyTorch has no bitwise ops on floats: its kernel raises, so it runs.
+    if (op.rfind("bitwise_", 0) == 0)
+      for (auto& o : ops)
+        if ((o.node && is_floating(o.node->dtype)) || (!o.node && !o.scalar_is_int))
+          throw UnsupportedError("bitwise op on a floating operand");
     const Json& kwargs = node.at("kwargs");
     if ((op == "add" || op == "sub") && (kwargs.has("alpha") || args.size() > 2)) {
       const Json& alpha = args.size() > 2 ? args[2] : kwargs.at("alpha");

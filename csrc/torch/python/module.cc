@@ -125,6 +125,7 @@ py::list eager_kernel_records() {
     d["op"] = r.op;
     d["launches"] = r.launches;
     d["kernels"] = r.kernels;
+    d["builds"] = r.builds;
     out.append(d);
   }
   return out;

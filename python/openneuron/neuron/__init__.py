@@ -50,8 +50,10 @@ from .random import (
 )
 from .reports import (
     fallback_policy,
+    eager_kernel_report,
     fallback_report,
     format_fallback_report,
+    reset_eager_kernel_report,
     reset_fallback_report,
     reset_transfer_stats,
     set_fallback_policy,

@@ -33,6 +33,19 @@ def reset_fallback_report() -> None:
     _C._reset_fallback_report()
 
 
+def eager_kernel_report() -> list[dict]:
+    """Ops that ran as device kernels the compiler made for them (drivers
+    whose memory the host cannot address): [{"op", "launches", "kernels",
+    "builds"}]; kernels counts distinct kernels (one per op, dtypes, rank and
+    layout class, never per shape), builds those not found in the persistent
+    kernel cache."""
+    return _C._eager_kernel_report()
+
+
+def reset_eager_kernel_report() -> None:
+    _C._reset_eager_kernel_report()
+
+
 def format_fallback_report() -> str:
     rows = sorted(fallback_report(), key=lambda r: -r["seconds"])
     if not rows:

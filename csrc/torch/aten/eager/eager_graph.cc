@@ -301,6 +301,7 @@ std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSche
     else
       positional += (positional.empty() ? "" : ",") + text;
   }
+  if (op.target == "aten.full_like.default" && args.size() == 1) positional += ",0";  // zero_()
   if (!dtype_name(out.scalar_type())) {
     *why = std::string("dtype ") + c10::toString(out.scalar_type());
     return std::nullopt;

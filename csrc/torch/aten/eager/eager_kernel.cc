@@ -25,6 +25,7 @@ namespace {
 // A compiled eager kernel, or the reason there is none.
 struct EagerKernel {
   bool ok = false;
+  bool built = false;  // not found in the persistent kernel cache
   std::string library, entry, label;
   std::vector<int> bindings;     // the graph input bound to each kernel buffer
   std::vector<int64_t> handles;  // per device, once loaded (-1: not yet)
@@ -83,6 +84,7 @@ std::shared_ptr<EagerKernel> compile(const EagerOp& op, const std::string& graph
     k->bindings.push_back(it->second);
   }
   k->library = plan.at("library").as_string();
+  k->built = !plan.at("cache").at("hit").as_bool();
   k->entry = steps[0].at("name").as_string();
   k->label = "eager kernel: " + op.name;
   k->ok = true;
@@ -100,6 +102,7 @@ std::shared_ptr<EagerKernel> kernel_for(const EagerOp& op, const std::string& gr
       auto& record = c.records[op.name];
       record.op = op.name;
       ++record.kernels;
+      record.builds += slot->built;
     }
   }
   if (slot->ok) {

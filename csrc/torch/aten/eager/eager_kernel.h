@@ -25,6 +25,7 @@ struct EagerKernelRecord {
   std::string op;
   int64_t launches = 0;
   int64_t kernels = 0;  // distinct kernels (keys) of this op
+  int64_t builds = 0;   // of which were built, not found in the persistent cache
 };
 // Ops that ran as eager device kernels since the last reset.
 std::vector<EagerKernelRecord> eager_kernel_report();

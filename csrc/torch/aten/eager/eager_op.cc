@@ -50,7 +50,9 @@ EagerOp classify(const c10::OperatorHandle& op) {
   auto meta = meta_functions().find(e.name);
   if (meta != meta_functions().end()) e.meta_function = &meta->second;
   e.target = "aten." + base + "." + (overload.empty() ? "default" : overload);
-  if (compiler::find_pointwise(e.target) || base == "clamp") {
+  // fill_(value) and zero_() are a full_like of the value stored into self.
+  if ((base == "fill" && overload == "Scalar") || base == "zero") e.target = "aten.full_like.default";
+  if (compiler::find_pointwise(e.target) || base == "clamp" || e.target == "aten.full_like.default") {
     e.family = EagerOp::Family::Pointwise;
   } else if (is_reduction(base)) {
     e.family = EagerOp::Family::Reduction;

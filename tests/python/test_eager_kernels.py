@@ -1,0 +1,135 @@
+"""Eager ops as device kernels (issue 27): on a driver whose memory the host
+cannot address, pointwise ops and reductions run as kernels the compiler
+makes for the device, with no CPU fallback, keyed so that new shapes reuse
+them. Each test runs in a fresh interpreter on the protected driver with
+OPENNEURON_CPU_FALLBACK=error where the ops must all be native."""
+import os
+
+from conftest import run_python
+
+NATIVE = {"OPENNEURON_DRIVER": "protected", "OPENNEURON_CPU_FALLBACK": "error"}
+
+
+def test_pointwise_ops_match_cpu_without_fallback(tmp_path):
+    run_python("""
+    import torch
+    torch.manual_seed(0)
+    a, b = torch.randn(6, 5), torch.randn(5)
+    i, j = torch.randint(-9, 9, (6, 5)), torch.randint(1, 9, (6, 5), dtype=torch.int32)
+    cases = {
+        "broadcast add": lambda a, b, i, j: a + b,
+        "scalar mul": lambda a, b, i, j: a * 2.5,
+        "alpha": lambda a, b, i, j: torch.sub(a, b, alpha=3),
+        "where": lambda a, b, i, j: torch.where(a > 0, a, b),
+        "clamp": lambda a, b, i, j: a.clamp(-0.5, 0.5),
+        "unary chain": lambda a, b, i, j: a.exp().log1p().tanh().sigmoid(),
+        "transposed": lambda a, b, i, j: a.t() * 3 - a.t().abs(),
+        "int mixed": lambda a, b, i, j: i * j + 7,
+        "int to float": lambda a, b, i, j: i / j,
+        "comparison": lambda a, b, i, j: (a >= b) & (i != 3),
+        "float64": lambda a, b, i, j: a.double().abs().sqrt() * b.double(),
+        "float16": lambda a, b, i, j: (a.half() * b.half()).sin(),
+        "bfloat16": lambda a, b, i, j: a.bfloat16() + 1,
+        "strided view": lambda a, b, i, j: a[::2, 1:] * a[1::2, :-1],
+        "expanded": lambda a, b, i, j: b.expand(6, 5) * a,
+        "zero size": lambda a, b, i, j: a[:0] + 1,
+        "0-dim": lambda a, b, i, j: a[0, 0] * b[1],
+    }
+    dev = lambda t: t.to("neuron")
+    for name, f in cases.items():
+        torch.testing.assert_close(f(dev(a), dev(b), dev(i), dev(j)).cpu(), f(a, b, i, j), msg=name)
+    x = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    y = dev(x) * 2 + 1
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(y.cpu(), x * 2 + 1)
+    # In place (also through a view) and out=.
+    c, n = a.clone(), dev(a)
+    c.mul_(b).add_(1); n.mul_(dev(b)).add_(1)
+    c[:, 1].sub_(5); n[:, 1].sub_(5)
+    torch.testing.assert_close(n.cpu(), c)
+    out = torch.empty(0, device="neuron")
+    torch.mul(dev(a), dev(b), out=out)
+    torch.testing.assert_close(out.cpu(), a * b)
+    assert torch.neuron.fallback_report() == [], torch.neuron.fallback_report()
+    """, env=NATIVE | {"OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path)})
+
+
+def test_reductions_match_cpu_without_fallback(tmp_path):
+    run_python("""
+    import torch
+    torch.manual_seed(0)
+    a = torch.randn(7, 33, 5)
+    n = a.to("neuron")
+    cases = {
+        "sum dim": lambda t: t.sum(1), "sum dims keepdim": lambda t: t.sum((0, 2), keepdim=True),
+        "sum all": lambda t: t.sum(), "mean": lambda t: t.mean(-1), "amax": lambda t: t.amax(0),
+        "amin keepdim": lambda t: t.amin(1, keepdim=True), "prod": lambda t: t[:, :4].prod(1),
+        "any": lambda t: (t > 2).any(1), "all": lambda t: (t > -3).all(),
+        "int sum": lambda t: (t * 10).to(torch.int32).sum(0),
+        "transposed": lambda t: t.transpose(0, 2).sum(-1),
+        "sum to float64": lambda t: t.sum(1, dtype=torch.float64),
+        "large row": lambda t: t.reshape(-1).expand(40, -1).sum(),
+    }
+    for name, f in cases.items():
+        torch.testing.assert_close(f(n).cpu(), f(a), msg=name)
+    assert torch.neuron.fallback_report() == [], torch.neuron.fallback_report()
+    """, env=NATIVE | {"OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path)})
+
+
+def test_new_shapes_reuse_kernels_and_warm_processes_build_nothing(tmp_path):
+    code = """
+    import torch
+    for shape in [(3,), (100, 7), (2, 3, 4), (1000,)]:
+        x = torch.randn(shape).to("neuron")
+        (x * 2 + 1).sum()
+    # A transposed input is contiguous in another order: the same kernel.
+    # A strided one is another layout class: one more kernel each.
+    (torch.randn(5, 6).to("neuron").t() * 2 + 1)
+    (torch.randn(5, 6).to("neuron")[:, ::2] * 2 + 1)
+    r = {d["op"]: d for d in torch.neuron.eager_kernel_report()}
+    print(r["aten::mul.Tensor"]["kernels"], r["aten::add.Tensor"]["kernels"],
+          r["aten::sum"]["kernels"], sum(d["builds"] for d in r.values()))
+    """
+    env = NATIVE | {"OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path)}
+    cold = run_python(code, env=env).stdout.split()
+    warm = run_python(code, env=env).stdout.split()
+    # Contiguous inputs of any rank coalesce to one dim: one kernel per op;
+    # the strided input adds a 2-dim one.
+    assert cold[:3] == ["2", "1", "1"], cold
+    assert int(cold[3]) >= 1 and warm == cold[:3] + ["0"], (cold, warm)
+
+
+def test_errors_are_raised_at_the_op_with_the_cpu_message():
+    # (A dtype the CPU kernel lacks, bitwise_and of floats, is left to it.)
+    run_python("""
+    import torch
+    for f in [lambda d: torch.ones(4, 5, device=d) + torch.ones(3, device=d),
+              lambda d: torch.ones(3, dtype=torch.int64, device=d).add_(torch.ones(3, device=d)),
+              lambda d: torch.ones(3, device=d).amax(5),
+              lambda d: torch.ones(3, device=d) & torch.ones(3, device=d)]:
+        try:
+            f("cpu")
+        except Exception as e:
+            expected = (type(e), str(e).split("\\n")[0])
+        try:
+            f("neuron")
+            raise AssertionError("no error on neuron")
+        except Exception as e:
+            assert isinstance(e, expected[0]) and str(e).startswith(expected[1]), (e, expected)
+    # fill_ and zero_ (torch.ones, zeros, full) are kernels too.
+    z = torch.full((3, 4), 2.5, device="neuron"); z[:, 1].zero_(); z[0].fill_(7)
+    torch.testing.assert_close(z.cpu(), torch.tensor([[7.] * 4, [2.5, 0, 2.5, 2.5], [2.5, 0, 2.5, 2.5]]))
+    # The device stays usable.
+    assert (torch.ones(2, device="neuron") * 3).sum().item() == 6
+    """, env=NATIVE | {"OPENNEURON_CPU_FALLBACK": "silent"})
+
+
+def test_switched_off_the_fallback_runs():
+    run_python("""
+    import torch
+    x = torch.randn(4).to("neuron")
+    torch.testing.assert_close((x * 2).cpu(), x.cpu() * 2)
+    assert [r["op"] for r in torch.neuron.fallback_report()] == ["aten::mul.Tensor"]
+    assert torch.neuron.eager_kernel_report() == []
+    """, env={"OPENNEURON_DRIVER": "protected", "OPENNEURON_CPU_FALLBACK": "silent",
+              "OPENNEURON_EAGER_KERNELS": "0"})
