@@ -101,6 +101,9 @@ def test_wait_stream_orders_work():
     src = torch.arange(1 << 22, dtype=torch.float32).pin_memory()
     dst = torch.zeros(1 << 22, device="neuron")
     for _ in range(3):
+        # The copy must not overtake the default stream's zeroing of dst
+        # (queued like any kernel, as on CUDA).
+        side.wait_stream(N.current_stream())
         with N.stream(side):
             dst.copy_(src, non_blocking=True)
         N.current_stream().wait_stream(side)

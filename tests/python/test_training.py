@@ -98,10 +98,30 @@ OPTIMIZERS = {
 }
 
 
-def assert_models_close(a, b, atol=1e-5, rtol=1e-4):
+def _noise_only(name, p):
+    """The part of a parameter whose gradient is zero in exact arithmetic, so
+    that what Adam does with it is rounding noise scaled up to lr: a conv's
+    bias under BatchNorm (which removes the mean), and attention's key bias
+    (softmax ignores a per-query shift). Two correct summation orders (the
+    CPU's, a device kernel's) give different noise there."""
+    if name == "conv1.bias":
+        return slice(None)
+    if name.endswith("self_attn.in_proj_bias"):
+        dim = p.shape[0] // 3
+        return slice(dim, 2 * dim)
+    return None
+
+
+def assert_models_close(a, b, atol=1e-5, rtol=1e-4, adaptive=False):
     for (name, pa), pb in zip(a.named_parameters(), b.parameters()):
         assert pb.device.type == DEVICE, name
-        torch.testing.assert_close(pb.cpu(), pa, atol=atol, rtol=rtol, msg=lambda m: f"{name}: {m}")
+        pb = pb.detach().cpu()
+        noise = _noise_only(name, pa) if adaptive else None
+        if noise is not None:
+            pa, pb = pa.detach().clone(), pb.clone()
+            pa[noise] = 0
+            pb[noise] = 0
+        torch.testing.assert_close(pb, pa, atol=atol, rtol=rtol, msg=lambda m: f"{name}: {m}")
 
 
 @pytest.mark.parametrize("kind", ["mlp", "cnn", "lm"])
@@ -110,7 +130,7 @@ def test_training_matches_cpu(kind, opt_name):
     cpu_model, cpu_losses = train(kind, "cpu", OPTIMIZERS[opt_name])
     dev_model, dev_losses = train(kind, DEVICE, OPTIMIZERS[opt_name])
     torch.testing.assert_close(dev_losses, cpu_losses, atol=1e-5, rtol=1e-4)
-    assert_models_close(cpu_model, dev_model)
+    assert_models_close(cpu_model, dev_model, adaptive=opt_name.startswith("adam"))
 
 
 def test_tied_weights_stay_tied():
@@ -124,7 +144,7 @@ def test_clipping_and_accumulation_match_cpu():
     cpu_model, cpu_losses = train("lm", "cpu", make_opt, steps=3, accumulate=2, clip=0.5)
     dev_model, dev_losses = train("lm", DEVICE, make_opt, steps=3, accumulate=2, clip=0.5)
     torch.testing.assert_close(dev_losses, cpu_losses, atol=1e-5, rtol=1e-4)
-    assert_models_close(cpu_model, dev_model)
+    assert_models_close(cpu_model, dev_model, adaptive=True)
 
 
 def test_checkpoint_save_load_resume():
