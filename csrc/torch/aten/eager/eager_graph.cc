@@ -215,6 +215,12 @@ std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSche
     tensor_of_arg[i] = static_cast<int>(tensors.size());
     tensors.push_back(&args[i].toTensor());
   }
+  // Dtypes the compiler has (not float8, not the quantized ones).
+  for (const at::Tensor* t : tensors)
+    if (!dtype_name(t->scalar_type())) {
+      *why = std::string("dtype ") + c10::toString(t->scalar_type());
+      return std::nullopt;
+    }
   std::vector<int64_t> shape;
   std::vector<bool> reduced;
   std::vector<std::vector<int64_t>> strides;
@@ -302,15 +308,6 @@ std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSche
       positional += (positional.empty() ? "" : ",") + text;
   }
   if (op.target == "aten.full_like.default" && args.size() == 1) positional += ",0";  // zero_()
-  if (!dtype_name(out.scalar_type())) {
-    *why = std::string("dtype ") + c10::toString(out.scalar_type());
-    return std::nullopt;
-  }
-  for (const auto& t : b.operands)
-    if (!dtype_name(t.scalar_type())) {
-      *why = std::string("dtype ") + c10::toString(t.scalar_type());
-      return std::nullopt;
-    }
   EagerGraph graph;
   graph.json = b.finish(op.target, positional, keywords, out, out_name);
   graph.operands = std::move(b.operands);
