@@ -257,6 +257,7 @@ class Record:
         self.fatal = None      # an error before/around the samples
         self.crashes = CONFIG.crashes.get(str(CONFIG.index), {})
         self.tag = ""          # the running sample, for crash reports
+        self.fallbacks = set()  # ops that ran on the CPU with copies in forward checks
 
     def begin(self, i, check):
         """Marks (sample, check) as running, so that run.py can tell what
@@ -319,6 +320,7 @@ class Record:
             "truncated": self.truncated,
             "samples": self.samples,
             "fatal": self.fatal,
+            "fallbacks": sorted(self.fallbacks),
         }
 
 
@@ -783,7 +785,9 @@ class OpSampleRunner:
         meta_ok = bool(self.hint)
         n_out, n_exc = None, None
         if rec.begin(i, "forward"):
+            torch.neuron.reset_fallback_report()
             n_out, n_exc = _try(_call, _compiled(op) if COMPILE else op, sample, seed)
+            rec.fallbacks.update(r["op"] for r in torch.neuron.fallback_report())
             limit = _dynamo_limit(n_exc) if COMPILE and n_exc is not None else None
             if limit is not None:
                 rec.note(f"Dynamo cannot trace it whole: {limit}")

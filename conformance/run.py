@@ -406,6 +406,7 @@ def evaluate(items, results, entries, mode, truncated_ok):
         row["fatal"] = ev.get("fatal")
         row["notes"] = ev.get("notes", [])
         row["exclusions"] = ev.get("exclusions", {})
+        row["fallbacks"] = ev.get("fallbacks", [])
         row["truncated"] = ev.get("truncated")
         if ev.get("outcome") == "harness-error":
             row["status"], row["detail"] = "harness-error", ev.get("detail")
@@ -553,7 +554,15 @@ def summarize(rows):
     def mod_pass(statuses):
         return all(s in PASSING or s in ("excluded", "n/a") for s in statuses) and any(s in PASSING for s in statuses)
 
+    # Ops whose forward ran without any CPU fallback (drivers whose memory
+    # the host cannot address: natively on the device), over every dtype run.
+    ran = {}
+    for r in op_rows:
+        if r["samples"].get("run", 0):
+            ran.setdefault(r["name"], []).append(bool(r.get("fallbacks")))
+    native = sorted(name for name, fell in ran.items() if not any(fell))
     return {
+        "native_ops": {"count": len(native), "run": len(ran), "names": native},
         "samples": sample_totals(op_rows),
         "checks": check_totals(op_rows, CHECK_ORDER),
         "op_dtypes": {"total": len(op_rows), **status_counts(op_rows)},
@@ -677,6 +686,8 @@ def summary_lines(report):
             f"{c} {t['passed']}/{t['run']}" for c, t in s["checks"].items() if t["run"]),
         f"modules passing forward / backward / total: {mods['forward_passing']} / {mods['backward_passing']} / "
         f"{mods['total']}  (module samples passed / run: {mods['samples']['passed']} / {mods['samples']['run']})",
+        f"ops whose forward ran with no CPU fallback: {s['native_ops']['count']} / {s['native_ops']['run']}"
+        if "native_ops" in s else "ops whose forward ran with no CPU fallback: -",
         f"unexpected failures: {len(report['unexpected']['failures'])}, "
         f"unexpected passes: {len(report['unexpected']['passes'])}",
     ]
@@ -695,6 +706,12 @@ def write_markdown(path, report):
     out.append("")
     out += [f"- {line}" for line in summary_lines(report)[1:]]
     out.append("")
+    native = report["summary"].get("native_ops")
+    if native and m["path"] == "protected":
+        out.append(f"## Ops whose forward ran with no CPU fallback ({native['count']} / {native['run']})")
+        out.append("")
+        out.append(", ".join(f"`{n}`" for n in native["names"]))
+        out.append("")
     d = report.get("diff")
     out.append("## Diff against the previous report")
     out.append("")

@@ -90,35 +90,48 @@ class Builder {
     return "{\"ref\":\"" + node + "\"}";
   }
 
-  std::string meta(at::ScalarType dtype, const std::string& shape, const std::string& stride) {
+  static std::string meta(at::ScalarType dtype, const std::string& shape, const std::string& stride) {
     return std::string("{\"t\":\"tensor\",\"dtype\":\"") + dtype_name(dtype) + "\",\"shape\":" + shape +
            ",\"stride\":" + stride + ",\"offset\":0}";
   }
 
-  // Shape of the op's value: the geometry's, 1 along reduced dims.
-  std::string value_shape() const {
-    std::string shape = "[";
-    for (int d = 0; d < g_.rank(); ++d) shape += (d ? "," : "") + (g_.reduced[d] ? std::string("1") : sizes_[d]);
-    return shape + "]";
-  }
-
-  std::string finish(const std::string& target, const std::string& args, const std::string& kwargs,
-                     const at::Tensor& out, const std::string& out_name) {
-    const std::string shape = value_shape();
-    std::string stride = "[";  // contiguous, in the compiler's prefix form
+  // The meta of a value over the geometry: 1 along reduced dims when
+  // `reduced`, laid out contiguously (the compiler's prefix form).
+  std::string value_meta(at::ScalarType dtype, bool reduced) const {
+    std::string shape = "[", stride = "[";
     for (int d = 0; d < g_.rank(); ++d) {
+      shape += (d ? "," : "") + (reduced && g_.reduced[d] ? std::string("1") : sizes_[d]);
       std::string product = "1";
       for (int e = g_.rank() - 1; e > d; --e)
-        if (!g_.reduced[e]) product = product == "1" ? sizes_[e] : "[\"mul\"," + product + "," + sizes_[e] + "]";
+        if (!(reduced && g_.reduced[e]))
+          product = product == "1" ? sizes_[e] : "[\"mul\"," + product + "," + sizes_[e] + "]";
       stride += (d ? "," : "") + product;
     }
-    stride += "]";
-    const std::string value_meta = meta(out.scalar_type(), shape, stride);
-    std::string json = "{\"inputs\":[" + inputs_ + "],\"nodes\":[" + nodes_ + "{\"name\":\"v\",\"target\":" +
-                       quoted(target) + ",\"args\":[" + args + "],\"kwargs\":{" + kwargs + "},\"meta\":" +
-                       value_meta + ",\"aliases\":false},{\"name\":\"w\",\"target\":\"aten.copy_.default\"," +
-                       "\"args\":[{\"ref\":\"" + out_name + "\"},{\"ref\":\"v\"}],\"kwargs\":{},\"meta\":" +
-                       value_meta + ",\"aliases\":true}],\"outputs\":[],\"symbols\":[";
+    return meta(dtype, shape + "]", stride + "]");
+  }
+
+  // The reduced dims of the geometry, as a JSON list.
+  std::string reduced_dims() const {
+    std::string dims = "[";
+    for (int d = 0; d < g_.rank(); ++d)
+      if (g_.reduced[d]) dims += (dims.size() > 1 ? "," : "") + std::to_string(d);
+    return dims + "]";
+  }
+
+  // Appends an FX node; returns a reference to it.
+  std::string node(const std::string& name, const std::string& target, const std::string& args,
+                   const std::string& kwargs, const std::string& meta) {
+    nodes_ += "{\"name\":\"" + name + "\",\"target\":" + quoted(target) + ",\"args\":[" + args +
+              "],\"kwargs\":{" + kwargs + "},\"meta\":" + meta + ",\"aliases\":false},";
+    return "{\"ref\":\"" + name + "\"}";
+  }
+
+  // The graph: node "v" stored into `out_name`.
+  std::string finish(const std::string& out_name, const std::string& out_meta) {
+    std::string json = "{\"inputs\":[" + inputs_ + "],\"nodes\":[" + nodes_ +
+                       "{\"name\":\"w\",\"target\":\"aten.copy_.default\",\"args\":[{\"ref\":\"" + out_name +
+                       "\"},{\"ref\":\"v\"}],\"kwargs\":{},\"meta\":" + out_meta +
+                       ",\"aliases\":true}],\"outputs\":[],\"symbols\":[";
     for (size_t i = 0; i < symbol_names_.size(); ++i) json += (i ? "," : "") + symbol_names_[i];
     for (size_t i = 0; i < float_symbols_.size(); ++i) {
       json += (i || !symbol_names_.empty() ? ",\"" : "\"") + float_symbols_[i].first + "\"";
@@ -161,6 +174,14 @@ std::optional<std::string> literal(const c10::IValue& v, const c10::Argument& ar
       if (!name) return std::nullopt;
       return std::string("{\"dtype\":\"") + name + "\"}";
     }
+    case c10::TypeKind::MemoryFormatType:
+      switch (static_cast<c10::MemoryFormat>(v.toInt())) {
+        case c10::MemoryFormat::Contiguous: return "{\"enum\":\"torch.contiguous_format\"}";
+        case c10::MemoryFormat::Preserve: return "{\"enum\":\"torch.preserve_format\"}";
+        case c10::MemoryFormat::ChannelsLast: return "{\"enum\":\"torch.channels_last\"}";
+        case c10::MemoryFormat::ChannelsLast3d: return "{\"enum\":\"torch.channels_last_3d\"}";
+        default: return std::nullopt;
+      }
     case c10::TypeKind::IntType: return std::to_string(v.toInt());
     case c10::TypeKind::FloatType: return number(v.toDouble());
     case c10::TypeKind::BoolType: return v.toBool() ? "true" : "false";
@@ -198,6 +219,51 @@ std::vector<bool> reduced_dims(const EagerOp& op, c10::ArrayRef<c10::IValue> arg
   std::fill(reduced.begin(), reduced.end(), false);
   for (int64_t d : dims) reduced[c10::maybe_wrap_dim(d, rank)] = true;
   return reduced;
+}
+
+// A row op's value "v" from its tensor arguments: softmax and log_softmax
+// and their backwards, as PyTorch decomposes them, computed in float32 for
+// 16-bit inputs (PyTorch's CPU kernels accumulate in float too).
+bool row_nodes(Builder& b, const std::string& target, const std::vector<std::string>& refs,
+               at::ScalarType dtype) {
+  const bool narrow = dtype == at::kHalf || dtype == at::kBFloat16;
+  const at::ScalarType ct = narrow ? at::kFloat : dtype;
+  const std::string full = b.value_meta(ct, false), row = b.value_meta(ct, true), dims = b.reduced_dims();
+  std::vector<std::string> in;
+  for (size_t i = 0; i < refs.size(); ++i)
+    in.push_back(narrow ? b.node("up" + std::to_string(i), "prims.convert_element_type.default",
+                                 refs[i] + ",{\"dtype\":\"float32\"}", "", full)
+                        : refs[i]);
+  auto sum = [&](const std::string& name, const std::string& x) {
+    return b.node(name, "aten.sum.dim_IntList", x + "," + dims + ",true", "", row);
+  };
+  auto binary = [&](const std::string& name, const char* op, const std::string& x, const std::string& y) {
+    return b.node(name, op, x + "," + y, "", full);
+  };
+  if (target == "aten._softmax.default" || target == "aten._log_softmax.default") {
+    const std::string m = b.node("m", "aten.amax.default", in[0] + "," + dims + ",true", "", row);
+    const std::string y = binary("y", "aten.sub.Tensor", in[0], m);
+    const std::string e = b.node("e", "aten.exp.default", y, "", full);
+    const std::string s = sum("s", e);
+    if (target == "aten._softmax.default") {
+      binary("v", "aten.div.Tensor", e, s);
+    } else {
+      binary("v", "aten.sub.Tensor", y, b.node("l", "aten.log.default", s, "", row));
+    }
+    return true;
+  }
+  if (target == "aten._softmax_backward_data.default") {  // y * (g - sum(g * y))
+    const std::string s = sum("s", binary("p", "aten.mul.Tensor", in[0], in[1]));
+    binary("v", "aten.mul.Tensor", in[1], binary("d", "aten.sub.Tensor", in[0], s));
+    return true;
+  }
+  if (target == "aten._log_softmax_backward_data.default") {  // g - exp(y) * sum(g)
+    const std::string s = sum("s", in[0]);
+    const std::string e = b.node("e", "aten.exp.default", in[1], "", full);
+    binary("v", "aten.sub.Tensor", in[0], binary("p", "aten.mul.Tensor", e, s));
+    return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -244,11 +310,13 @@ std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSche
     strides = {out_strides, x.strides().vec()};
   } else {
     shape = out.sizes().vec();
+    // A row op (softmax) reduces along its dim inside and keeps the shape.
+    if (op.family == EagerOp::Family::Row) reduced = reduced_dims(op, args, out.dim());
     for (const at::Tensor* t : tensors)
       strides.push_back(broadcast_strides(shape, t->sizes().data(), t->strides().data(), t->dim()));
   }
   KernelGeometry g = make_kernel_geometry(shape, reduced, strides, op.family == EagerOp::Family::Pointwise);
-  if (op.family == EagerOp::Family::Reduction &&
+  if (op.family != EagerOp::Family::Pointwise &&
       std::find(g.reduced.begin(), g.reduced.end(), true) == g.reduced.end()) {
     // Reduced dims all of size 1: a reduction over one more of them.
     g.shape.push_back(1);
@@ -257,7 +325,8 @@ std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSche
   }
 
   Builder b(g);
-  const std::string out_name = b.tensor_input(out, 0, true);
+  const std::string out_name = b.tensor_input(out, 0, op.family == EagerOp::Family::Reduction);
+  std::vector<std::string> refs;  // the tensor arguments' references, in order
   std::string positional, keywords;
   for (size_t i = 0; i < args.size(); ++i) {
     if (static_cast<int>(i) == op.out_arg && op.form == EagerOp::Form::Out) continue;
@@ -268,6 +337,7 @@ std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSche
       text = "{\"ref\":\"" + out_name + "\"}";
     } else if (tensor_of_arg[i] >= 0) {
       text = "{\"ref\":\"" + b.tensor_input(*tensors[tensor_of_arg[i]], tensor_of_arg[i], false) + "\"}";
+      refs.push_back(text);
     } else if (v.isTensor() && v.toTensor().defined()) {
       // A CPU tensor: a Python number PyTorch wrapped is a scalar; anything
       // else promotes differently and stays on the fallback.
@@ -309,7 +379,17 @@ std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSche
   }
   if (op.target == "aten.full_like.default" && args.size() == 1) positional += ",0";  // zero_()
   EagerGraph graph;
-  graph.json = b.finish(op.target, positional, keywords, out, out_name);
+  const bool reduces = op.family == EagerOp::Family::Reduction;
+  const std::string out_meta = b.value_meta(out.scalar_type(), reduces);
+  if (op.family == EagerOp::Family::Row) {
+    if (!row_nodes(b, op.target, refs, tensors[1]->scalar_type())) {
+      *why = "no row decomposition";
+      return std::nullopt;
+    }
+  } else {
+    b.node("v", op.target, positional, keywords, out_meta);
+  }
+  graph.json = b.finish(out_name, out_meta);
   graph.operands = std::move(b.operands);
   graph.symbols = std::move(b.symbols);
   return graph;

@@ -18,6 +18,11 @@ bool is_reduction(const std::string& base) {
          base == "any" || base == "all";
 }
 
+bool is_row_op(const std::string& base) {
+  return base == "_softmax" || base == "_log_softmax" || base == "_softmax_backward_data" ||
+         base == "_log_softmax_backward_data";
+}
+
 EagerOp classify(const c10::OperatorHandle& op) {
   EagerOp e;
   const auto& schema = op.schema();
@@ -52,10 +57,11 @@ EagerOp classify(const c10::OperatorHandle& op) {
   e.target = "aten." + base + "." + (overload.empty() ? "default" : overload);
   // fill_(value) and zero_() are a full_like of the value stored into self.
   if ((base == "fill" && overload == "Scalar") || base == "zero") e.target = "aten.full_like.default";
-  if (compiler::find_pointwise(e.target) || base == "clamp" || e.target == "aten.full_like.default") {
+  if (compiler::find_pointwise(e.target) || base == "clamp" || base == "clone" ||
+      e.target == "aten.full_like.default") {
     e.family = EagerOp::Family::Pointwise;
-  } else if (is_reduction(base)) {
-    e.family = EagerOp::Family::Reduction;
+  } else if (is_reduction(base) || is_row_op(base)) {
+    e.family = is_row_op(base) ? EagerOp::Family::Row : EagerOp::Family::Reduction;
     for (size_t i = 0; i < schema.arguments().size(); ++i) {
       if (schema.arguments()[i].name() == "dim") e.dim_arg = static_cast<int>(i);
       if (schema.arguments()[i].name() == "keepdim") e.keepdim_arg = static_cast<int>(i);
