@@ -305,6 +305,23 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
   return plan.dump();
 }
 
+std::string kernel_library(const std::string& options_json) {
+  Json options = options_json.empty() ? Json::object() : Json::parse(options_json);
+  const Target& target = target_for(options);
+  const std::string source = target.library_source();
+  Json out = Json::object();
+  if (source.empty()) {
+    out.set("library", Json());
+    return out.dump();
+  }
+  const CacheKey key = kernel_cache_key(sha256_hex(source), target);
+  CacheResult r = cache_for(cache_options(options)).get_or_build(
+      key, [&](const std::string& tmp) { target.build(source, tmp); });
+  out.set("library", Json::string(r.path));
+  out.set("hit", Json::boolean(r.hit));
+  return out.dump();
+}
+
 std::string find_kernel_library(const std::string& source_digest, const std::string& options_json) {
   Json options = options_json.empty() ? Json::object() : Json::parse(options_json);
   const CacheKey key = kernel_cache_key(source_digest, target_for(options));

@@ -21,6 +21,11 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
 // "miss_reason": why, ...}. Options as compile_graph's (cache_* only).
 std::string find_kernel_library(const std::string& source_digest, const std::string& options_json);
 
+// The target's kernel library (codegen/target.h, library_source), built
+// once into the kernel cache: {"library": path} or {"library": null} for a
+// target without one. Options as compile_graph's ("target", cache_*).
+std::string kernel_library(const std::string& options_json);
+
 // Bumped whenever generated code changes meaning: part of every cache key.
 constexpr const char* kCodegenVersion = "2";
 

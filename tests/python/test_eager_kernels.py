@@ -133,3 +133,37 @@ def test_switched_off_the_fallback_runs():
     assert torch.neuron.eager_kernel_report() == []
     """, env={"OPENNEURON_DRIVER": "protected", "OPENNEURON_CPU_FALLBACK": "silent",
               "OPENNEURON_EAGER_KERNELS": "0"})
+
+
+def test_softmax_and_matmul_match_cpu_without_fallback(tmp_path):
+    run_python("""
+    import torch, torch.nn.functional as F
+    torch.manual_seed(0)
+    for dt in [torch.float32, torch.float64]:
+        for shape, dim in [((4, 7), -1), ((3, 5, 6), 1), ((3, 1), 1), ((2, 3, 4), 0)]:
+            a = torch.randn(shape, dtype=dt, requires_grad=True)
+            n = a.detach().to("neuron").requires_grad_()
+            for f in [F.softmax, F.log_softmax]:
+                r, o = f(a, dim), f(n, dim)
+                g = torch.randn_like(r)
+                torch.testing.assert_close(o.cpu(), r)
+                torch.testing.assert_close(torch.autograd.grad(o, n, g.to("neuron"))[0].cpu(),
+                                           torch.autograd.grad(r, a, g)[0])
+        # Matmuls, transposed operands without copies, judged against float64
+        # (another summation order than the CPU's BLAS, as accurate).
+        for sa, sb in [((5, 7), (7, 3)), ((257, 513), (513, 129)), ((4, 0), (0, 6))]:
+            a, b = torch.randn(sa, dtype=dt), torch.randn(sb, dtype=dt)
+            ref = a.double() @ b.double()
+            cpu_err = (a @ b - ref).abs().max().item() if ref.numel() else 0
+            for x, y in [(a, b), (a.t().contiguous().t(), b.t().contiguous().t())]:
+                out = (x.to("neuron") @ y.to("neuron")).cpu()
+                assert (out.double() - ref).abs().max().item() <= 2 * cpu_err + 1e-12 if ref.numel() else out.shape == ref.shape
+        bias = torch.randn(3, dtype=dt)
+        a, b = torch.randn(5, 7, dtype=dt), torch.randn(7, 3, dtype=dt)
+        torch.testing.assert_close(torch.addmm(bias.to("neuron"), a.to("neuron"), b.to("neuron"), beta=0.5, alpha=2).cpu(),
+                                   torch.addmm(bias, a, b, beta=0.5, alpha=2))
+        A, B = torch.randn(3, 20, 30, dtype=dt), torch.randn(3, 30, 40, dtype=dt)
+        torch.testing.assert_close(torch.bmm(A.to("neuron"), B.to("neuron")).cpu(), torch.bmm(A, B))
+    assert torch.neuron.fallback_report() == [], torch.neuron.fallback_report()
+    assert "aten::mm" in {r["op"] for r in torch.neuron.eager_kernel_report()}
+    """, env=NATIVE | {"OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path)})

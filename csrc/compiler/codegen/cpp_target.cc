@@ -1,5 +1,6 @@
 #include "compiler/codegen/cpp_target.h"
 
+#include "compiler/codegen/cpp_library.h"
 #include "compiler/codegen/prelude.h"
 #include "compiler/toolchain.h"
 
@@ -26,6 +27,8 @@ std::array<int64_t, 3> CppTarget::launch_grid(const KernelGroup&) const {
   // One workgroup per thread the launch may use (OpenMP inside the kernel).
   return {0, 1, 1};
 }
+
+std::string CppTarget::library_source() const { return kCppLibrarySource; }
 
 std::vector<std::pair<std::string, std::string>> CppTarget::cache_key_parts() const {
   const Toolchain& tc = toolchain();

@@ -35,6 +35,9 @@ class Target {
   // Workgroups a dispatch of `group` runs, for the plan; 0 in x: as many as
   // the launching thread may use (the CPU target sizes it at launch).
   virtual std::array<int64_t, 3> launch_grid(const KernelGroup& group) const = 0;
+  // Source of the target's kernel library (hand-written kernels such as
+  // matmul; kernel_library() in compile.h builds it), empty if none.
+  virtual std::string library_source() const { return ""; }
   // What besides the source decides the built library (tool, flags, the
   // machine it targets): the target's part of the kernel cache key.
   virtual std::vector<std::pair<std::string, std::string>> cache_key_parts() const = 0;

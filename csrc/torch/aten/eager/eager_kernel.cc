@@ -14,6 +14,7 @@
 #include "hal/driver.h"
 #include "torch/aten/eager/eager_graph.h"
 #include "torch/aten/eager/eager_op.h"
+#include "torch/aten/eager/library_kernels.h"
 #include "torch/aten/router.h"
 #include "torch/runtime/compiled_kernels.h"
 #include "torch/runtime/device.h"
@@ -114,6 +115,14 @@ std::shared_ptr<EagerKernel> kernel_for(const EagerOp& op, const std::string& gr
   return slot;
 }
 
+void record_library_launch(const EagerOp& op) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto& record = c.records[op.name];
+  record.op = op.name;
+  ++record.launches;
+}
+
 at::Tensor meta_like(const at::Tensor& t) {
   return at::detail::empty_strided_meta(t.sizes(), t.strides(), t.scalar_type(), std::nullopt, std::nullopt,
                                         std::nullopt);
@@ -181,6 +190,14 @@ bool run_eager_kernel(const c10::OperatorHandle& op, const OpInfo& info, c10::De
   if (e.form != EagerOp::Form::Functional && !overlap_is_safe(e, args, args[e.out_arg].toTensor())) return false;
   std::optional<at::Tensor> out = output_of(op, e, e.meta_function, device, args);
   if (!out) return false;
+  if (e.family == EagerOp::Family::Matmul) {
+    if (!run_matmul(e, args, *out, device)) return false;
+    record_library_launch(e);
+    at::Tensor result = *out;
+    torch::jit::drop(*stack, num_args);
+    stack->emplace_back(std::move(result));
+    return true;
+  }
   std::string why;
   std::optional<EagerGraph> graph = eager_graph(e, schema, args, *out, &why);
   if (!graph) return false;

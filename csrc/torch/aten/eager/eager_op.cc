@@ -60,6 +60,8 @@ EagerOp classify(const c10::OperatorHandle& op) {
   if (compiler::find_pointwise(e.target) || base == "clamp" || base == "clone" ||
       e.target == "aten.full_like.default") {
     e.family = EagerOp::Family::Pointwise;
+  } else if (base == "mm" || base == "bmm" || base == "addmm" || base == "baddbmm") {
+    e.family = EagerOp::Family::Matmul;
   } else if (is_reduction(base) || is_row_op(base)) {
     e.family = is_row_op(base) ? EagerOp::Family::Row : EagerOp::Family::Reduction;
     for (size_t i = 0; i < schema.arguments().size(); ++i) {

@@ -11,7 +11,8 @@ namespace openneuron::integration {
 struct EagerOp {
   // Row: an op that reduces along a dim inside and keeps its input's shape
   // (softmax); the graph is its decomposition (eager_graph.cc).
-  enum class Family { None, Pointwise, Reduction, Row } family = Family::None;
+  // Matmul: the device's library gemm (library_kernels.h).
+  enum class Family { None, Pointwise, Reduction, Row, Matmul } family = Family::None;
   enum class Form { Functional, InPlace, Out } form = Form::Functional;
   std::string name;    // "aten::add_.Tensor"
   std::string target;  // the functional op the graph calls: "aten.add.Tensor"

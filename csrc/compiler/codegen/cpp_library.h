@@ -1,0 +1,12 @@
+// The C++ target's kernel library: hand-written kernels for ops the
+// compiler does not generate (matmul), as C++ source built like generated
+// kernels (the system compiler, this machine's flags, the kernel cache), so
+// the CPU drivers load it as one more executable.
+#pragma once
+
+namespace openneuron::compiler {
+
+// Entry points: gemm_f32, gemm_f64 (see the source for their arguments).
+extern const char* const kCppLibrarySource;
+
+}  // namespace openneuron::compiler
