@@ -135,7 +135,7 @@ def test_switched_off_the_fallback_runs():
               "OPENNEURON_EAGER_KERNELS": "0"})
 
 
-def test_softmax_and_matmul_match_cpu_without_fallback(tmp_path):
+def test_softmax_gelu_masked_fill_and_matmul_match_cpu_without_fallback(tmp_path):
     run_python("""
     import torch, torch.nn.functional as F
     torch.manual_seed(0)
@@ -149,6 +149,18 @@ def test_softmax_and_matmul_match_cpu_without_fallback(tmp_path):
                 torch.testing.assert_close(o.cpu(), r)
                 torch.testing.assert_close(torch.autograd.grad(o, n, g.to("neuron"))[0].cpu(),
                                            torch.autograd.grad(r, a, g)[0])
+        for approx in ["none", "tanh"]:  # GELU and its backward, as decompositions
+            a = torch.randn(5, 7, dtype=dt, requires_grad=True)
+            n = a.detach().to("neuron").requires_grad_()
+            r, o = F.gelu(a, approximate=approx), F.gelu(n, approximate=approx)
+            g = torch.randn_like(r)
+            torch.testing.assert_close(o.cpu(), r)
+            torch.testing.assert_close(torch.autograd.grad(o, n, g.to("neuron"))[0].cpu(),
+                                       torch.autograd.grad(r, a, g)[0])
+        x = torch.randn(4, 6, dtype=dt)
+        y = x.to("neuron")
+        y.masked_fill_((x[0] > 0).to("neuron"), float("-inf"))
+        torch.testing.assert_close(y.cpu(), x.masked_fill(x[0] > 0, float("-inf")))
         # Matmuls, transposed operands without copies, judged against float64
         # (another summation order than the CPU's BLAS, as accurate).
         for sa, sb in [((5, 7), (7, 3)), ((257, 513), (513, 129)), ((4, 0), (0, 6))]:

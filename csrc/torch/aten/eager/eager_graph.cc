@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 
+#include "torch/aten/eager/decompositions.h"
 #include "torch/aten/eager/kernel_geometry.h"
 
 namespace openneuron::integration {
@@ -221,51 +223,6 @@ std::vector<bool> reduced_dims(const EagerOp& op, c10::ArrayRef<c10::IValue> arg
   return reduced;
 }
 
-// A row op's value "v" from its tensor arguments: softmax and log_softmax
-// and their backwards, as PyTorch decomposes them, computed in float32 for
-// 16-bit inputs (PyTorch's CPU kernels accumulate in float too).
-bool row_nodes(Builder& b, const std::string& target, const std::vector<std::string>& refs,
-               at::ScalarType dtype) {
-  const bool narrow = dtype == at::kHalf || dtype == at::kBFloat16;
-  const at::ScalarType ct = narrow ? at::kFloat : dtype;
-  const std::string full = b.value_meta(ct, false), row = b.value_meta(ct, true), dims = b.reduced_dims();
-  std::vector<std::string> in;
-  for (size_t i = 0; i < refs.size(); ++i)
-    in.push_back(narrow ? b.node("up" + std::to_string(i), "prims.convert_element_type.default",
-                                 refs[i] + ",{\"dtype\":\"float32\"}", "", full)
-                        : refs[i]);
-  auto sum = [&](const std::string& name, const std::string& x) {
-    return b.node(name, "aten.sum.dim_IntList", x + "," + dims + ",true", "", row);
-  };
-  auto binary = [&](const std::string& name, const char* op, const std::string& x, const std::string& y) {
-    return b.node(name, op, x + "," + y, "", full);
-  };
-  if (target == "aten._softmax.default" || target == "aten._log_softmax.default") {
-    const std::string m = b.node("m", "aten.amax.default", in[0] + "," + dims + ",true", "", row);
-    const std::string y = binary("y", "aten.sub.Tensor", in[0], m);
-    const std::string e = b.node("e", "aten.exp.default", y, "", full);
-    const std::string s = sum("s", e);
-    if (target == "aten._softmax.default") {
-      binary("v", "aten.div.Tensor", e, s);
-    } else {
-      binary("v", "aten.sub.Tensor", y, b.node("l", "aten.log.default", s, "", row));
-    }
-    return true;
-  }
-  if (target == "aten._softmax_backward_data.default") {  // y * (g - sum(g * y))
-    const std::string s = sum("s", binary("p", "aten.mul.Tensor", in[0], in[1]));
-    binary("v", "aten.mul.Tensor", in[1], binary("d", "aten.sub.Tensor", in[0], s));
-    return true;
-  }
-  if (target == "aten._log_softmax_backward_data.default") {  // g - exp(y) * sum(g)
-    const std::string s = sum("s", in[0]);
-    const std::string e = b.node("e", "aten.exp.default", in[1], "", full);
-    binary("v", "aten.sub.Tensor", in[0], binary("p", "aten.mul.Tensor", e, s));
-    return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSchema& schema,
@@ -327,6 +284,7 @@ std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSche
   Builder b(g);
   const std::string out_name = b.tensor_input(out, 0, op.family == EagerOp::Family::Reduction);
   std::vector<std::string> refs;  // the tensor arguments' references, in order
+  std::map<std::string, std::string> named;  // every argument's text, by name
   std::string positional, keywords;
   for (size_t i = 0; i < args.size(); ++i) {
     if (static_cast<int>(i) == op.out_arg && op.form == EagerOp::Form::Out) continue;
@@ -372,6 +330,7 @@ std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSche
       *why = "argument '" + arg.name() + "' of type " + arg.type()->str();
       return std::nullopt;
     }
+    named[arg.name()] = text;
     if (arg.kwarg_only())
       keywords += (keywords.empty() ? "" : ",") + quoted(arg.name()) + ":" + text;
     else
@@ -381,9 +340,22 @@ std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSche
   EagerGraph graph;
   const bool reduces = op.family == EagerOp::Family::Reduction;
   const std::string out_meta = b.value_meta(out.scalar_type(), reduces);
+  GraphWriter w;
+  w.node = [&b](const std::string& name, const std::string& target, const std::string& args,
+                const std::string& meta) {
+    // Its own names cannot shadow the graph's inputs (t0, t1, ...).
+    return b.node(name == "v" ? name : "d_" + name, target, args, "", meta);
+  };
+  w.meta = [&b](at::ScalarType dtype, bool row) { return b.value_meta(dtype, row); };
+  w.dims = b.reduced_dims();
   if (op.family == EagerOp::Family::Row) {
-    if (!row_nodes(b, op.target, refs, tensors[1]->scalar_type())) {
+    if (!row_decomposition(w, op.target, refs, tensors[1]->scalar_type())) {
       *why = "no row decomposition";
+      return std::nullopt;
+    }
+  } else if (op.decomposed) {
+    if (!pointwise_decomposition(w, op.target, named, out.scalar_type())) {
+      *why = "no decomposition for these arguments";
       return std::nullopt;
     }
   } else {

@@ -57,7 +57,9 @@ EagerOp classify(const c10::OperatorHandle& op) {
   e.target = "aten." + base + "." + (overload.empty() ? "default" : overload);
   // fill_(value) and zero_() are a full_like of the value stored into self.
   if ((base == "fill" && overload == "Scalar") || base == "zero") e.target = "aten.full_like.default";
-  if (compiler::find_pointwise(e.target) || base == "clamp" || base == "clone" ||
+  e.decomposed = base == "masked_fill" && overload == "Scalar";
+  e.decomposed |= base == "gelu" || base == "gelu_backward";
+  if (e.decomposed || compiler::find_pointwise(e.target) || base == "clamp" || base == "clone" ||
       e.target == "aten.full_like.default") {
     e.family = EagerOp::Family::Pointwise;
   } else if (base == "mm" || base == "bmm" || base == "addmm" || base == "baddbmm") {

@@ -16,6 +16,7 @@ struct EagerOp {
   enum class Form { Functional, InPlace, Out } form = Form::Functional;
   std::string name;    // "aten::add_.Tensor"
   std::string target;  // the functional op the graph calls: "aten.add.Tensor"
+  bool decomposed = false;  // a pointwise op written as its decomposition (decompositions.h)
   int out_arg = -1;    // the argument written: self (in-place) or out (out=)
   int dim_arg = -1;    // a reduction's dims ("dim"), and its "keepdim"
   int keepdim_arg = -1;

@@ -1,0 +1,113 @@
+#include "torch/aten/eager/decompositions.h"
+
+namespace openneuron::integration {
+
+// A row op's value "v" from its tensor arguments: softmax and log_softmax
+// and their backwards, as PyTorch decomposes them, computed in float32 for
+// 16-bit inputs (PyTorch's CPU kernels accumulate in float too).
+bool row_decomposition(GraphWriter& b, const std::string& target, const std::vector<std::string>& refs,
+                       at::ScalarType dtype) {
+  const bool narrow = dtype == at::kHalf || dtype == at::kBFloat16;
+  const at::ScalarType ct = narrow ? at::kFloat : dtype;
+  const std::string full = b.meta(ct, false), row = b.meta(ct, true), dims = b.dims;
+  std::vector<std::string> in;
+  for (size_t i = 0; i < refs.size(); ++i)
+    in.push_back(narrow ? b.node("up" + std::to_string(i), "prims.convert_element_type.default",
+                                 refs[i] + ",{\"dtype\":\"float32\"}", full)
+                        : refs[i]);
+  auto sum = [&](const std::string& name, const std::string& x) {
+    return b.node(name, "aten.sum.dim_IntList", x + "," + dims + ",true", row);
+  };
+  auto binary = [&](const std::string& name, const char* op, const std::string& x, const std::string& y) {
+    return b.node(name, op, x + "," + y, full);
+  };
+  if (target == "aten._softmax.default" || target == "aten._log_softmax.default") {
+    const std::string m = b.node("m", "aten.amax.default", in[0] + "," + dims + ",true", row);
+    const std::string y = binary("y", "aten.sub.Tensor", in[0], m);
+    const std::string e = b.node("e", "aten.exp.default", y, full);
+    const std::string s = sum("s", e);
+    if (target == "aten._softmax.default") {
+      binary("v", "aten.div.Tensor", e, s);
+    } else {
+      binary("v", "aten.sub.Tensor", y, b.node("l", "aten.log.default", s, row));
+    }
+    return true;
+  }
+  if (target == "aten._softmax_backward_data.default") {  // y * (g - sum(g * y))
+    const std::string s = sum("s", binary("p", "aten.mul.Tensor", in[0], in[1]));
+    binary("v", "aten.mul.Tensor", in[1], binary("d", "aten.sub.Tensor", in[0], s));
+    return true;
+  }
+  if (target == "aten._log_softmax_backward_data.default") {  // g - exp(y) * sum(g)
+    const std::string s = sum("s", in[0]);
+    const std::string e = b.node("e", "aten.exp.default", in[1], full);
+    binary("v", "aten.sub.Tensor", in[0], binary("p", "aten.mul.Tensor", e, s));
+    return true;
+  }
+  return false;
+}
+
+bool pointwise_decomposition(GraphWriter& b, const std::string& target,
+                             const std::map<std::string, std::string>& args, at::ScalarType dtype) {
+  const std::string m = b.meta(dtype, false);
+  auto arg = [&](const char* name) {
+    auto it = args.find(name);
+    return it == args.end() ? std::string() : it->second;
+  };
+  auto op = [&](const std::string& name, const char* target, const std::string& x, const std::string& y = "") {
+    return b.node(name, target, y.empty() ? x : x + "," + y, m);
+  };
+  if (target == "aten.masked_fill.Scalar") {  // where(mask, value, self)
+    b.node("v", "aten.where.self", arg("mask") + "," + arg("value") + "," + arg("self"), m);
+    return true;
+  }
+  const bool tanh = arg("approximate") == "\"tanh\"";
+  if (!tanh && arg("approximate") != "\"none\"") return false;
+  if (target == "aten.gelu.default") {
+    const std::string x = arg("self");
+    std::string inner;
+    if (tanh) {  // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+      const std::string cube = op("x3", "aten.mul.Tensor", op("x2", "aten.mul.Tensor", x, x), x);
+      const std::string sum = op("a", "aten.add.Tensor", x, op("c", "aten.mul.Tensor", cube, "0.044715"));
+      inner = op("t", "aten.tanh.default", op("k", "aten.mul.Tensor", sum, "0.7978845608028654"));
+    } else {  // 0.5 x (1 + erf(x / sqrt 2))
+      inner = op("t", "aten.erf.default", op("k", "aten.mul.Tensor", x, "0.7071067811865476"));
+    }
+    op("v", "aten.mul.Tensor", op("h", "aten.mul.Tensor", x, "0.5"), op("p", "aten.add.Tensor", inner, "1.0"));
+    return true;
+  }
+  if (target == "aten.gelu_backward.default") {
+    const std::string g = arg("grad_output"), x = arg("self");
+    std::string slope;
+    if (tanh) {
+      // d/dx of 0.5 x (1 + tanh(u)), u = k (x + c x^3): 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) k (1 + 3c x^2)
+      const std::string x2 = op("x2", "aten.mul.Tensor", x, x);
+      const std::string u = op("u", "aten.mul.Tensor",
+                               op("a", "aten.add.Tensor", x, op("c", "aten.mul.Tensor", op("x3", "aten.mul.Tensor", x2, x), "0.044715")),
+                               "0.7978845608028654");
+      const std::string t = op("t", "aten.tanh.default", u);
+      const std::string left = op("l", "aten.mul.Tensor", op("p", "aten.add.Tensor", t, "1.0"), "0.5");
+      const std::string sech2 = op("s", "aten.add.Tensor", op("nt2", "aten.mul.Tensor", op("t2", "aten.mul.Tensor", t, t), "-1.0"), "1.0");
+      const std::string du = op("du", "aten.mul.Tensor", op("q", "aten.add.Tensor", op("x2c", "aten.mul.Tensor", x2, "0.134145"), "1.0"),
+                                "0.7978845608028654");
+      const std::string right = op("r", "aten.mul.Tensor", op("hx", "aten.mul.Tensor", x, "0.5"),
+                                   op("sd", "aten.mul.Tensor", sech2, du));
+      slope = op("d", "aten.add.Tensor", left, right);
+    } else {
+      // cdf(x) + x pdf(x): 0.5 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) / sqrt(2 pi)
+      const std::string cdf = op("cdf", "aten.mul.Tensor",
+                                 op("p", "aten.add.Tensor",
+                                    op("e", "aten.erf.default", op("k", "aten.mul.Tensor", x, "0.7071067811865476")), "1.0"),
+                                 "0.5");
+      const std::string pdf = op("pdf", "aten.mul.Tensor",
+                                 op("ex", "aten.exp.default", op("n", "aten.mul.Tensor", op("x2", "aten.mul.Tensor", x, x), "-0.5")),
+                                 "0.3989422804014327");
+      slope = op("d", "aten.add.Tensor", cdf, op("xp", "aten.mul.Tensor", x, pdf));
+    }
+    op("v", "aten.mul.Tensor", g, slope);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace openneuron::integration
