@@ -135,7 +135,7 @@ def test_switched_off_the_fallback_runs():
               "OPENNEURON_EAGER_KERNELS": "0"})
 
 
-def test_softmax_gelu_masked_fill_and_matmul_match_cpu_without_fallback(tmp_path):
+def test_softmax_gelu_layer_norm_masked_fill_and_matmul_match_cpu_without_fallback(tmp_path):
     run_python("""
     import torch, torch.nn.functional as F
     torch.manual_seed(0)
@@ -157,6 +157,19 @@ def test_softmax_gelu_masked_fill_and_matmul_match_cpu_without_fallback(tmp_path
             torch.testing.assert_close(o.cpu(), r)
             torch.testing.assert_close(torch.autograd.grad(o, n, g.to("neuron"))[0].cpu(),
                                        torch.autograd.grad(r, a, g)[0])
+        # Layer norm (three results; its backward's weight and bias grads are
+        # column sums: a graph of several kernels), with and without affine.
+        for shape, ns in [((2, 3, 16), (16,)), ((2, 3, 4), (3, 4)), ((5,), (5,))]:
+            for affine in [True, False]:
+                ts = [torch.randn(shape, dtype=dt)] + ([torch.randn(ns, dtype=dt) for _ in range(2)] if affine else [])
+                cpu = [t.clone().requires_grad_() for t in ts]
+                dev = [t.to("neuron").requires_grad_() for t in ts]
+                r = F.layer_norm(cpu[0], ns, *(cpu[1:] or [None, None]))
+                o = F.layer_norm(dev[0], ns, *(dev[1:] or [None, None]))
+                torch.testing.assert_close(o.cpu(), r)
+                g = torch.randn_like(r)
+                for a, c in zip(torch.autograd.grad(o, dev, g.to("neuron")), torch.autograd.grad(r, cpu, g)):
+                    torch.testing.assert_close(a.cpu(), c)
         x = torch.randn(4, 6, dtype=dt)
         y = x.to("neuron")
         y.masked_fill_((x[0] > 0).to("neuron"), float("-inf"))

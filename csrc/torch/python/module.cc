@@ -126,6 +126,7 @@ py::list eager_kernel_records() {
     d["launches"] = r.launches;
     d["kernels"] = r.kernels;
     d["builds"] = r.builds;
+    d["declined"] = r.declined;
     out.append(d);
   }
   return out;

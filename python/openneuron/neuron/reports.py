@@ -36,9 +36,10 @@ def reset_fallback_report() -> None:
 def eager_kernel_report() -> list[dict]:
     """Ops that ran as device kernels the compiler made for them (drivers
     whose memory the host cannot address): [{"op", "launches", "kernels",
-    "builds"}]; kernels counts distinct kernels (one per op, dtypes, rank and
-    layout class, never per shape), builds those not found in the persistent
-    kernel cache."""
+    "builds", "declined"}]; kernels counts distinct kernels (one per op,
+    dtypes, rank and layout class, never per shape), builds those not found
+    in the persistent kernel cache, declined why the op's last call without a
+    kernel fell back ("" if none did)."""
     return _C._eager_kernel_report()
 
 

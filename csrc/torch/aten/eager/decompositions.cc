@@ -5,11 +5,72 @@ namespace openneuron::integration {
 // A row op's value "v" from its tensor arguments: softmax and log_softmax
 // and their backwards, as PyTorch decomposes them, computed in float32 for
 // 16-bit inputs (PyTorch's CPU kernels accumulate in float too).
+namespace {
+
+// native_layer_norm(input, normalized_shape, weight, bias, eps) -> out, mean, rstd
+// and its backward (-> grad_input, grad_weight, grad_bias), as PyTorch's
+// decompositions write them, in `ct`.
+bool layer_norm(GraphWriter& b, const std::string& target, const std::map<std::string, std::string>& args,
+                bool narrow, at::ScalarType ct) {
+  const std::string full = b.meta(ct, ValueShape::Full), row = b.meta(ct, ValueShape::Row);
+  const std::string column = b.meta(ct, ValueShape::Column);
+  auto arg = [&](const char* name) {
+    auto it = args.find(name);
+    return it == args.end() ? std::string("null") : it->second;
+  };
+  int ups = 0;
+  auto up = [&](const std::string& ref) {
+    return narrow ? b.node("up" + std::to_string(ups++), "prims.convert_element_type.default",
+                           ref + ",{\"dtype\":\"float32\"}", full)
+                  : ref;
+  };
+  auto op = [&](const std::string& name, const char* target, const std::string& x, const std::string& y,
+                const std::string& meta) { return b.node(name, target, x + "," + y, meta); };
+  auto mean = [&](const std::string& name, const std::string& x) {
+    return b.node(name, "aten.mean.dim", x + "," + b.dims + ",true", row);
+  };
+  // A sum over the leading dims (none: the value itself).
+  auto column_sum = [&](const std::string& name, const std::string& x) {
+    return b.lead_dims == "[]" ? b.node(name, "aten.clone.default", x, column)
+                               : b.node(name, "aten.sum.dim_IntList", x + "," + b.lead_dims + ",true", column);
+  };
+  const std::string weight = arg("weight"), bias = arg("bias");
+  if (target == "aten.native_layer_norm.default") {
+    const std::string x = up(arg("input"));
+    const std::string m = mean("v1", x);
+    const std::string xc = op("xc", "aten.sub.Tensor", x, m, full);
+    const std::string var = mean("var", op("sq", "aten.mul.Tensor", xc, xc, full));
+    const std::string rstd = b.node("v2", "aten.rsqrt.default", op("ve", "aten.add.Tensor", var, arg("eps"), row), row);
+    std::string y = op(weight == "null" && bias == "null" ? "v0" : "y", "aten.mul.Tensor", xc, rstd, full);
+    if (weight != "null") y = op(bias == "null" ? "v0" : "yw", "aten.mul.Tensor", y, up(weight), full);
+    if (bias != "null") op("v0", "aten.add.Tensor", y, up(bias), full);
+    return true;
+  }
+  if (target == "aten.native_layer_norm_backward.default") {
+    const std::string g = up(arg("grad_out")), x = up(arg("input"));
+    const std::string xhat = op("xhat", "aten.mul.Tensor", op("xc", "aten.sub.Tensor", x, up(arg("mean")), full),
+                                up(arg("rstd")), full);
+    const std::string gw = weight == "null" ? g : op("gw", "aten.mul.Tensor", g, up(weight), full);
+    const std::string a = mean("a", gw);
+    const std::string c = mean("c", op("gx", "aten.mul.Tensor", gw, xhat, full));
+    const std::string d = op("d", "aten.sub.Tensor", op("ga", "aten.sub.Tensor", gw, a, full),
+                             op("xcb", "aten.mul.Tensor", xhat, c, full), full);
+    op("v0", "aten.mul.Tensor", d, up(arg("rstd")), full);
+    column_sum("v1", op("gxh", "aten.mul.Tensor", g, xhat, full));
+    column_sum("v2", g);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 bool row_decomposition(GraphWriter& b, const std::string& target, const std::vector<std::string>& refs,
-                       at::ScalarType dtype) {
+                       const std::map<std::string, std::string>& args, at::ScalarType dtype) {
   const bool narrow = dtype == at::kHalf || dtype == at::kBFloat16;
   const at::ScalarType ct = narrow ? at::kFloat : dtype;
-  const std::string full = b.meta(ct, false), row = b.meta(ct, true), dims = b.dims;
+  if (target.rfind("aten.native_layer_norm", 0) == 0) return layer_norm(b, target, args, narrow, ct);
+  const std::string full = b.meta(ct, ValueShape::Full), row = b.meta(ct, ValueShape::Row), dims = b.dims;
   std::vector<std::string> in;
   for (size_t i = 0; i < refs.size(); ++i)
     in.push_back(narrow ? b.node("up" + std::to_string(i), "prims.convert_element_type.default",
@@ -49,7 +110,7 @@ bool row_decomposition(GraphWriter& b, const std::string& target, const std::vec
 
 bool pointwise_decomposition(GraphWriter& b, const std::string& target,
                              const std::map<std::string, std::string>& args, at::ScalarType dtype) {
-  const std::string m = b.meta(dtype, false);
+  const std::string m = b.meta(dtype, ValueShape::Full);
   auto arg = [&](const char* name) {
     auto it = args.find(name);
     return it == args.end() ? std::string() : it->second;

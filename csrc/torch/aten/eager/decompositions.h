@@ -12,20 +12,27 @@
 
 namespace openneuron::integration {
 
+// A value's shape over the kernel geometry: full, 1 along the row (reduced)
+// dims, or 1 along the others (a column reduction: layer norm's weight grad).
+enum class ValueShape { Full, Row, Column };
+
 // What a decomposition needs from the graph being written (eager_graph.cc).
 struct GraphWriter {
   // Appends an FX node (args as JSON text); returns a reference to it.
   std::function<std::string(const std::string& name, const std::string& target, const std::string& args,
                             const std::string& meta)> node;
-  // The meta of a value over the kernel geometry, 1 along the row dims if `row`.
-  std::function<std::string(at::ScalarType dtype, bool row)> meta;
-  std::string dims;  // the row dims, a JSON list
+  // The meta of a value over the kernel geometry, laid out contiguously.
+  std::function<std::string(at::ScalarType dtype, ValueShape shape)> meta;
+  std::string dims;       // the row dims, a JSON list
+  std::string lead_dims;  // the others
 };
 
-// _softmax, _log_softmax and their backwards; `refs` the tensor arguments,
-// `dtype` the input's (16-bit inputs compute in float32).
+// _softmax, _log_softmax and their backwards (value "v"), native_layer_norm
+// and its backward (values "v0", "v1", "v2": one per result); `refs` the
+// tensor arguments, `args` every argument's text by name, `dtype` the first
+// input's (16-bit inputs compute in float32).
 bool row_decomposition(GraphWriter& b, const std::string& target, const std::vector<std::string>& refs,
-                       at::ScalarType dtype);
+                       const std::map<std::string, std::string>& args, at::ScalarType dtype);
 
 // gelu, gelu_backward, masked_fill; `args` every argument's text by name.
 bool pointwise_decomposition(GraphWriter& b, const std::string& target,

@@ -2,6 +2,7 @@
 
 #include <ATen/WrapDimUtilsMulti.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -63,7 +64,9 @@ class Builder {
     operands.push_back(t);
     std::string shape = "[", stride = "[";
     for (int d = 0; d < g_.rank(); ++d) {
-      const bool size_one = is_output && g_.reduced[d];
+      // An output is reduced along the dims it does not step through (but
+      // for the size-1 dim a reduction over none gets: every operand's).
+      const bool size_one = is_output && g_.strides[k][d] == 0 && g_.shape[d] != 1;
       const int64_t s = g_.strides[k][d];
       shape += (d ? "," : "") + (size_one ? std::string("1") : sizes_[d]);
       // The innermost stride's class is part of the key; others are symbols.
@@ -99,24 +102,27 @@ class Builder {
 
   // The meta of a value over the geometry: 1 along reduced dims when
   // `reduced`, laid out contiguously (the compiler's prefix form).
-  std::string value_meta(at::ScalarType dtype, bool reduced) const {
+  std::string value_meta(at::ScalarType dtype, ValueShape kind) const {
+    auto one = [&](int d) {
+      return (kind == ValueShape::Row && g_.reduced[d]) || (kind == ValueShape::Column && !g_.reduced[d]);
+    };
     std::string shape = "[", stride = "[";
     for (int d = 0; d < g_.rank(); ++d) {
-      shape += (d ? "," : "") + (reduced && g_.reduced[d] ? std::string("1") : sizes_[d]);
+      shape += (d ? "," : "") + (one(d) ? std::string("1") : sizes_[d]);
       std::string product = "1";
       for (int e = g_.rank() - 1; e > d; --e)
-        if (!(reduced && g_.reduced[e]))
+        if (!one(e))
           product = product == "1" ? sizes_[e] : "[\"mul\"," + product + "," + sizes_[e] + "]";
       stride += (d ? "," : "") + product;
     }
     return meta(dtype, shape + "]", stride + "]");
   }
 
-  // The reduced dims of the geometry, as a JSON list.
-  std::string reduced_dims() const {
+  // The reduced dims of the geometry (or the others), as a JSON list.
+  std::string reduced_dims(bool reduced) const {
     std::string dims = "[";
     for (int d = 0; d < g_.rank(); ++d)
-      if (g_.reduced[d]) dims += (dims.size() > 1 ? "," : "") + std::to_string(d);
+      if (g_.reduced[d] == reduced) dims += (dims.size() > 1 ? "," : "") + std::to_string(d);
     return dims + "]";
   }
 
@@ -128,12 +134,14 @@ class Builder {
     return "{\"ref\":\"" + name + "\"}";
   }
 
-  // The graph: node "v" stored into `out_name`.
-  std::string finish(const std::string& out_name, const std::string& out_meta) {
-    std::string json = "{\"inputs\":[" + inputs_ + "],\"nodes\":[" + nodes_ +
-                       "{\"name\":\"w\",\"target\":\"aten.copy_.default\",\"args\":[{\"ref\":\"" + out_name +
-                       "\"},{\"ref\":\"v\"}],\"kwargs\":{},\"meta\":" + out_meta +
-                       ",\"aliases\":true}],\"outputs\":[],\"symbols\":[";
+  // The graph: each (value, output) pair's value stored into the output.
+  std::string finish(const std::vector<std::pair<std::string, std::string>>& stores, const std::string& meta) {
+    std::string json = "{\"inputs\":[" + inputs_ + "],\"nodes\":[" + nodes_;
+    for (size_t i = 0; i < stores.size(); ++i)
+      json += std::string(i ? "," : "") + "{\"name\":\"w" + std::to_string(i) +
+              "\",\"target\":\"aten.copy_.default\",\"args\":[{\"ref\":\"" + stores[i].second +
+              "\"},{\"ref\":\"" + stores[i].first + "\"}],\"kwargs\":{},\"meta\":" + meta + ",\"aliases\":true}";
+    json += "],\"outputs\":[],\"symbols\":[";
     for (size_t i = 0; i < symbol_names_.size(); ++i) json += (i ? "," : "") + symbol_names_[i];
     for (size_t i = 0; i < float_symbols_.size(); ++i) {
       json += (i || !symbol_names_.empty() ? ",\"" : "\"") + float_symbols_[i].first + "\"";
@@ -166,6 +174,7 @@ bool is_neuron_tensor(const c10::IValue& v) {
 // An argument that is a literal of the graph (and of its key), or nullopt.
 std::optional<std::string> literal(const c10::IValue& v, const c10::Argument& arg) {
   c10::TypePtr type = arg.real_type();
+  if (v.isTensor() && !v.toTensor().defined()) return "null";  // an absent Tensor? (autograd passes these)
   if (type->kind() == c10::TypeKind::OptionalType) {
     if (v.isNone()) return "null";
     type = type->expectRef<c10::OptionalType>().getElementType();
@@ -189,6 +198,11 @@ std::optional<std::string> literal(const c10::IValue& v, const c10::Argument& ar
     case c10::TypeKind::BoolType: return v.toBool() ? "true" : "false";
     case c10::TypeKind::StringType: return quoted(std::string(v.toStringRef()));
     case c10::TypeKind::ListType: {
+      if (v.isBoolList()) {
+        std::string out = "[";
+        for (bool b : v.toBoolList()) out += std::string(out.size() > 1 ? "," : "") + (b ? "true" : "false");
+        return out + "]";
+      }
       if (!v.isIntList()) return std::nullopt;
       std::string out = "[";
       for (int64_t i : v.toIntVector()) out += (out.size() > 1 ? "," : "") + std::to_string(i);
@@ -214,6 +228,11 @@ bool is_number_type(const c10::Argument& arg) {
 // empty: all of them).
 std::vector<bool> reduced_dims(const EagerOp& op, c10::ArrayRef<c10::IValue> args, int64_t rank) {
   std::vector<bool> reduced(rank, true);
+  if (op.normalized_arg >= 0) {  // layer norm: the trailing dims it normalizes
+    const int64_t n = static_cast<int64_t>(args[op.normalized_arg].toIntVector().size());
+    for (int64_t d = 0; d < rank - n; ++d) reduced[d] = false;
+    return reduced;
+  }
   if (op.dim_arg < 0 || args[op.dim_arg].isNone()) return reduced;
   const c10::IValue& dim = args[op.dim_arg];
   std::vector<int64_t> dims = dim.isInt() ? std::vector<int64_t>{dim.toInt()} : dim.toIntVector();
@@ -226,11 +245,23 @@ std::vector<bool> reduced_dims(const EagerOp& op, c10::ArrayRef<c10::IValue> arg
 }  // namespace
 
 std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSchema& schema,
-                                      c10::ArrayRef<c10::IValue> args, const at::Tensor& out,
+                                      c10::ArrayRef<c10::IValue> args, const std::vector<at::Tensor>& outs,
                                       std::string* why) {
   const auto& arguments = schema.arguments();
   // The iteration geometry over the output (pointwise) or the input (reductions).
-  std::vector<const at::Tensor*> tensors = {&out};
+  std::vector<const at::Tensor*> tensors;
+  std::vector<int> written;  // the result each written operand holds
+  for (size_t k = 0; k < outs.size(); ++k)
+    if (outs[k].defined()) {
+      tensors.push_back(&outs[k]);
+      written.push_back(static_cast<int>(k));
+    }
+  if (tensors.empty()) {
+    *why = "no result to write";
+    return std::nullopt;
+  }
+  const at::Tensor& out = *tensors[0];
+  const size_t first_input = tensors.size();
   std::vector<int> tensor_of_arg(args.size(), -1);
   for (size_t i = 0; i < args.size(); ++i) {
     if (static_cast<int>(i) == op.out_arg || !is_neuron_tensor(args[i])) continue;
@@ -248,7 +279,7 @@ std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSche
   std::vector<bool> reduced;
   std::vector<std::vector<int64_t>> strides;
   if (op.family == EagerOp::Family::Reduction) {
-    if (tensors.size() != 2) {
+    if (tensors.size() != 2 || first_input != 1) {
       *why = "a reduction of several tensors";
       return std::nullopt;
     }
@@ -266,9 +297,11 @@ std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSche
     }
     strides = {out_strides, x.strides().vec()};
   } else {
-    shape = out.sizes().vec();
-    // A row op (softmax) reduces along its dim inside and keeps the shape.
-    if (op.family == EagerOp::Family::Row) reduced = reduced_dims(op, args, out.dim());
+    // A row op (softmax, layer norm) reduces along some dims inside and
+    // iterates over its first input's shape.
+    shape = op.family == EagerOp::Family::Row && tensors.size() > first_input ? tensors[first_input]->sizes().vec()
+                                                                                : out.sizes().vec();
+    if (op.family == EagerOp::Family::Row) reduced = reduced_dims(op, args, static_cast<int64_t>(shape.size()));
     for (const at::Tensor* t : tensors)
       strides.push_back(broadcast_strides(shape, t->sizes().data(), t->strides().data(), t->dim()));
   }
@@ -282,7 +315,9 @@ std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSche
   }
 
   Builder b(g);
-  const std::string out_name = b.tensor_input(out, 0, op.family == EagerOp::Family::Reduction);
+  std::vector<std::string> out_names;
+  for (size_t k = 0; k < first_input; ++k) out_names.push_back(b.tensor_input(*tensors[k], static_cast<int>(k), true));
+  const std::string& out_name = out_names[0];
   std::vector<std::string> refs;  // the tensor arguments' references, in order
   std::map<std::string, std::string> named;  // every argument's text, by name
   std::string positional, keywords;
@@ -339,17 +374,19 @@ std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSche
   if (op.target == "aten.full_like.default" && args.size() == 1) positional += ",0";  // zero_()
   EagerGraph graph;
   const bool reduces = op.family == EagerOp::Family::Reduction;
-  const std::string out_meta = b.value_meta(out.scalar_type(), reduces);
+  const std::string out_meta = b.value_meta(out.scalar_type(), reduces ? ValueShape::Row : ValueShape::Full);
   GraphWriter w;
   w.node = [&b](const std::string& name, const std::string& target, const std::string& args,
                 const std::string& meta) {
     // Its own names cannot shadow the graph's inputs (t0, t1, ...).
-    return b.node(name == "v" ? name : "d_" + name, target, args, "", meta);
+    const bool value = name[0] == 'v' && (name.size() == 1 || std::isdigit(static_cast<unsigned char>(name[1])));
+    return b.node(value ? name : "d_" + name, target, args, "", meta);
   };
-  w.meta = [&b](at::ScalarType dtype, bool row) { return b.value_meta(dtype, row); };
-  w.dims = b.reduced_dims();
+  w.meta = [&b](at::ScalarType dtype, ValueShape kind) { return b.value_meta(dtype, kind); };
+  w.dims = b.reduced_dims(true);
+  w.lead_dims = b.reduced_dims(false);
   if (op.family == EagerOp::Family::Row) {
-    if (!row_decomposition(w, op.target, refs, tensors[1]->scalar_type())) {
+    if (!row_decomposition(w, op.target, refs, named, tensors[first_input]->scalar_type())) {
       *why = "no row decomposition";
       return std::nullopt;
     }
@@ -361,7 +398,13 @@ std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSche
   } else {
     b.node("v", op.target, positional, keywords, out_meta);
   }
-  graph.json = b.finish(out_name, out_meta);
+  std::vector<std::pair<std::string, std::string>> stores;
+  if (op.results == 1) {
+    stores.push_back({"v", out_name});
+  } else {
+    for (size_t j = 0; j < out_names.size(); ++j) stores.push_back({"v" + std::to_string(written[j]), out_names[j]});
+  }
+  graph.json = b.finish(stores, out_meta);
   graph.operands = std::move(b.operands);
   graph.symbols = std::move(b.symbols);
   return graph;

@@ -25,11 +25,11 @@ struct EagerGraph {
 };
 
 // The graph of `op` called with `args` (the stack's arguments) writing
-// `out`; nullopt (with `why`) when the call has arguments the graph cannot
+// `outs` (its results in order; undefined ones are not written); nullopt (with `why`) when the call has arguments the graph cannot
 // express (a CPU tensor that is not a Python number, a generator, a list
 // of tensors).
 std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSchema& schema,
-                                      c10::ArrayRef<c10::IValue> args, const at::Tensor& out,
+                                      c10::ArrayRef<c10::IValue> args, const std::vector<at::Tensor>& outs,
                                       std::string* why);
 
 }  // namespace openneuron::integration

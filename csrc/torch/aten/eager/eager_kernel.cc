@@ -23,13 +23,18 @@
 namespace openneuron::integration {
 namespace {
 
-// A compiled eager kernel, or the reason there is none.
+// A compiled eager graph: its kernels, launched in order (none: no kernel).
 struct EagerKernel {
+  struct Step {
+    std::string entry;
+    std::vector<int> bindings;     // the graph input bound to each kernel buffer
+    std::vector<int64_t> handles;  // per device, once loaded (-1: not yet)
+  };
   bool ok = false;
+  std::string why_not;  // when not ok
   bool built = false;  // not found in the persistent kernel cache
-  std::string library, entry, label;
-  std::vector<int> bindings;     // the graph input bound to each kernel buffer
-  std::vector<int64_t> handles;  // per device, once loaded (-1: not yet)
+  std::string library, label;
+  std::vector<Step> steps;
 };
 
 struct Cache {
@@ -53,40 +58,49 @@ std::string compile_options(const std::string& target) {
   return o.dump();
 }
 
-// Compiles the graph; a graph that is not a single kernel over its inputs
-// (externs, several steps) gets none.
+// Compiles the graph; a graph whose kernels need more than its inputs
+// (externs, buffers of their own) gets none.
 std::shared_ptr<EagerKernel> compile(const EagerOp& op, const std::string& graph, c10::DeviceIndex device) {
   auto k = std::make_shared<EagerKernel>();
   const std::string target = hal::driver().properties(device).kernel_target;
   compiler::Json plan;
   try {
     plan = compiler::Json::parse(compiler::compile_graph(graph, compile_options(target)));
-  } catch (const compiler::UnsupportedError&) {
+  } catch (const compiler::UnsupportedError& e) {
+    k->why_not = e.what();
     return k;  // the compiler has no lowering for this call: the fallback runs it
   } catch (const std::exception& e) {
     TORCH_WARN("neuron: the eager kernel of ", op.name, " failed to build (", e.what(),
                "); the op runs through the CPU fallback instead.");
+    k->why_not = std::string("build failed: ") + e.what();
     return k;
   }
   const compiler::Json& steps = plan.at("steps");
-  if (steps.size() != 1 || steps[0].at("kind").as_string() != "kernel" || plan.at("externs").size() != 0)
-    return k;
+  k->why_not = "the compiled graph needs more than one kernel over its tensors (buffers or library calls)";
+  if (steps.size() == 0 || plan.at("externs").size() != 0) return k;
   std::map<int64_t, int> input_of_id;
   const compiler::Json& inputs = plan.at("inputs");
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].is_int()) input_of_id[inputs[i].as_int()] = static_cast<int>(i);
-  for (const auto& a : steps[0].at("allocs").items()) {
-    if (!a.get("input").is_int()) return k;  // a buffer of its own
-    input_of_id[a.at("id").as_int()] = static_cast<int>(a.at("input").as_int());  // stored in place
+  for (const auto& step : steps.items()) {
+    if (step.at("kind").as_string() != "kernel") return k;
+    for (const auto& a : step.at("allocs").items()) {
+      if (!a.get("input").is_int()) return k;  // a buffer of its own
+      input_of_id[a.at("id").as_int()] = static_cast<int>(a.at("input").as_int());  // stored in place
+    }
   }
-  for (const auto& id : steps[0].at("buffers").items()) {
-    auto it = input_of_id.find(id.as_int());
-    if (it == input_of_id.end()) return k;
-    k->bindings.push_back(it->second);
+  for (const auto& step : steps.items()) {
+    EagerKernel::Step st;
+    st.entry = step.at("name").as_string();
+    for (const auto& id : step.at("buffers").items()) {
+      auto it = input_of_id.find(id.as_int());
+      if (it == input_of_id.end()) return k;
+      st.bindings.push_back(it->second);
+    }
+    k->steps.push_back(std::move(st));
   }
   k->library = plan.at("library").as_string();
   k->built = !plan.at("cache").at("hit").as_bool();
-  k->entry = steps[0].at("name").as_string();
   k->label = "eager kernel: " + op.name;
   k->ok = true;
   return k;
@@ -99,20 +113,31 @@ std::shared_ptr<EagerKernel> kernel_for(const EagerOp& op, const std::string& gr
   auto& slot = c.kernels[graph];
   if (!slot) {
     slot = compile(op, graph, device);
+    auto& record = c.records[op.name];
+    record.op = op.name;
     if (slot->ok) {
-      auto& record = c.records[op.name];
-      record.op = op.name;
       ++record.kernels;
       record.builds += slot->built;
+    } else {
+      record.declined = slot->why_not;
     }
   }
   if (slot->ok) {
-    if (slot->handles.size() <= static_cast<size_t>(device)) slot->handles.resize(device + 1, -1);
-    if (slot->handles[device] < 0)
-      slot->handles[device] = compiled_kernel(slot->library, slot->entry, device, slot->label);
+    for (auto& st : slot->steps) {
+      if (st.handles.size() <= static_cast<size_t>(device)) st.handles.resize(device + 1, -1);
+      if (st.handles[device] < 0) st.handles[device] = compiled_kernel(slot->library, st.entry, device, slot->label);
+    }
     ++c.records[op.name].launches;
   }
   return slot;
+}
+
+void record_declined(const EagerOp& op, const std::string& why) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto& record = c.records[op.name];
+  record.op = op.name;
+  record.declined = why;
 }
 
 void record_library_launch(const EagerOp& op) {
@@ -132,10 +157,10 @@ bool is_neuron(const c10::IValue& v) {
   return v.isTensor() && v.toTensor().defined() && v.toTensor().device().type() == kNeuron;
 }
 
-// The call's output, allocated (functional), resized (out=) or given
-// (in-place), as the op's meta function computed it. Throws the op's own
-// error for a bad call.
-std::optional<at::Tensor> output_of(const c10::OperatorHandle& op, const EagerOp& e,
+// The call's outputs, allocated (functional; undefined where the meta
+// function returns none), resized (out=) or given (in-place), as the op's
+// meta function computed them. Throws the op's own error for a bad call.
+std::vector<at::Tensor> outputs_of(const c10::OperatorHandle& op, const EagerOp& e,
                                     const c10::KernelFunction* meta_function, c10::DeviceIndex device,
                                     c10::ArrayRef<c10::IValue> args) {
   torch::jit::Stack meta;
@@ -149,16 +174,23 @@ std::optional<at::Tensor> output_of(const c10::OperatorHandle& op, const EagerOp
   } catch (const c10::Error&) {
     rethrow_with_op_context(op, device);
   }
+  if (e.form == EagerOp::Form::Functional) {
+    std::vector<at::Tensor> outs;
+    for (const auto& v : meta) {
+      const at::Tensor m = v.isTensor() ? v.toTensor() : at::Tensor();
+      outs.push_back(m.defined() ? empty_compiled_buffer(m.sizes(), m.strides(), m.scalar_type(), device)
+                                 : at::Tensor());
+    }
+    return outs;
+  }
   const at::Tensor& m = meta.back().toTensor();
-  if (e.form == EagerOp::Form::Functional)
-    return empty_compiled_buffer(m.sizes(), m.strides(), m.scalar_type(), device);
   at::Tensor out = args[e.out_arg].toTensor();
   if (e.form == EagerOp::Form::Out && out.sizes() != m.sizes()) {
     // The meta kernel resized its copy of `out` (and warned if it held data).
     out.resize_(m.sizes());
     if (out.strides() != m.strides()) out.as_strided_(m.sizes(), m.strides());
   }
-  return out;
+  return {out};
 }
 
 // Whether the kernel may write `out` while reading the call's tensors: an
@@ -188,30 +220,32 @@ bool run_eager_kernel(const c10::OperatorHandle& op, const OpInfo& info, c10::De
   c10::ArrayRef<c10::IValue> args(stack->data() + stack->size() - num_args, num_args);
   if (e.form != EagerOp::Form::Functional && !is_neuron(args[e.out_arg])) return false;
   if (e.form != EagerOp::Form::Functional && !overlap_is_safe(e, args, args[e.out_arg].toTensor())) return false;
-  std::optional<at::Tensor> out = output_of(op, e, e.meta_function, device, args);
-  if (!out) return false;
+  std::vector<at::Tensor> outs = outputs_of(op, e, e.meta_function, device, args);
   if (e.family == EagerOp::Family::Matmul) {
-    if (!run_matmul(e, args, *out, device)) return false;
+    if (!run_matmul(e, args, outs[0], device)) return false;
     record_library_launch(e);
-    at::Tensor result = *out;
-    torch::jit::drop(*stack, num_args);
-    stack->emplace_back(std::move(result));
-    return true;
+  } else {
+    std::string why;
+    std::optional<EagerGraph> graph = eager_graph(e, schema, args, outs, &why);
+    if (!graph) {
+      record_declined(e, why);
+      return false;
+    }
+    std::shared_ptr<EagerKernel> k = kernel_for(e, graph->json, device);
+    if (!k->ok) return false;
+    bool writes = false;  // a reduction of empty rows still writes its output
+    for (const auto& t : outs) writes |= t.defined() && t.numel() > 0;
+    if (writes) {
+      for (const auto& st : k->steps) {
+        std::vector<at::Tensor> buffers;
+        buffers.reserve(st.bindings.size());
+        for (int i : st.bindings) buffers.push_back(graph->operands[i]);
+        launch_compiled_kernel(st.handles[device], buffers, graph->symbols);
+      }
+    }
   }
-  std::string why;
-  std::optional<EagerGraph> graph = eager_graph(e, schema, args, *out, &why);
-  if (!graph) return false;
-  std::shared_ptr<EagerKernel> k = kernel_for(e, graph->json, device);
-  if (!k->ok) return false;
-  if (out->numel() > 0) {
-    std::vector<at::Tensor> buffers;
-    buffers.reserve(k->bindings.size());
-    for (int i : k->bindings) buffers.push_back(graph->operands[i]);
-    launch_compiled_kernel(k->handles[device], buffers, graph->symbols);
-  }
-  at::Tensor result = *out;
   torch::jit::drop(*stack, num_args);
-  stack->emplace_back(std::move(result));
+  for (auto& t : outs) stack->emplace_back(std::move(t));
   return true;
 }
 

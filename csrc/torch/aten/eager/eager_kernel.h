@@ -26,8 +26,9 @@ struct EagerKernelRecord {
   int64_t launches = 0;
   int64_t kernels = 0;  // distinct kernels (keys) of this op
   int64_t builds = 0;   // of which were built, not found in the persistent cache
+  std::string declined;  // why the last call without a kernel had none (it fell back)
 };
-// Ops that ran as eager device kernels since the last reset.
+// Ops that ran as eager device kernels (or were declined) since the last reset.
 std::vector<EagerKernelRecord> eager_kernel_report();
 void reset_eager_kernel_report();
 

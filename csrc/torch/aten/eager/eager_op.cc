@@ -20,16 +20,19 @@ bool is_reduction(const std::string& base) {
 
 bool is_row_op(const std::string& base) {
   return base == "_softmax" || base == "_log_softmax" || base == "_softmax_backward_data" ||
-         base == "_log_softmax_backward_data";
+         base == "_log_softmax_backward_data" || base == "native_layer_norm" || base == "native_layer_norm_backward";
 }
 
 EagerOp classify(const c10::OperatorHandle& op) {
   EagerOp e;
   const auto& schema = op.schema();
   e.name = schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
-  if (schema.name().rfind("aten::", 0) != 0 || schema.returns().size() != 1 ||
-      schema.returns()[0].type()->kind() != c10::TypeKind::TensorType)
-    return e;
+  const bool layer_norm = schema.name() == "aten::native_layer_norm" ||
+                          schema.name() == "aten::native_layer_norm_backward";
+  if (schema.name().rfind("aten::", 0) != 0 || (schema.returns().size() != 1 && !layer_norm)) return e;
+  for (const auto& r : schema.returns())
+    if (r.type()->kind() != c10::TypeKind::TensorType) return e;
+  e.results = static_cast<int>(schema.returns().size());
   std::string base = schema.name().substr(6);
   std::string overload = schema.overload_name();
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
@@ -69,6 +72,7 @@ EagerOp classify(const c10::OperatorHandle& op) {
     for (size_t i = 0; i < schema.arguments().size(); ++i) {
       if (schema.arguments()[i].name() == "dim") e.dim_arg = static_cast<int>(i);
       if (schema.arguments()[i].name() == "keepdim") e.keepdim_arg = static_cast<int>(i);
+      if (schema.arguments()[i].name() == "normalized_shape") e.normalized_arg = static_cast<int>(i);
     }
   }
   return e;

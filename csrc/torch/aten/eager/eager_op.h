@@ -20,6 +20,8 @@ struct EagerOp {
   int out_arg = -1;    // the argument written: self (in-place) or out (out=)
   int dim_arg = -1;    // a reduction's dims ("dim"), and its "keepdim"
   int keepdim_arg = -1;
+  int normalized_arg = -1;  // layer norm's "normalized_shape"
+  int results = 1;          // tensors returned
   // ATen's C++ meta function (meta_functions.h); null: the dispatcher's Meta kernel.
   const c10::KernelFunction* meta_function = nullptr;
 };
