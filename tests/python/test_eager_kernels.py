@@ -192,3 +192,35 @@ def test_softmax_gelu_layer_norm_masked_fill_and_matmul_match_cpu_without_fallba
     assert torch.neuron.fallback_report() == [], torch.neuron.fallback_report()
     assert "aten::mm" in {r["op"] for r in torch.neuron.eager_kernel_report()}
     """, env=NATIVE | {"OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path)})
+
+
+def test_optimizer_ops_and_foreach_run_natively(tmp_path):
+    run_python("""
+    import torch
+    torch.manual_seed(0)
+    a, b, c = torch.randn(5, 3), torch.randn(5, 3), torch.rand(5, 3) + 0.5
+    d = lambda t: t.to("neuron")
+    torch.testing.assert_close(torch.addcmul(d(a), d(b), d(c), value=0.3).cpu(), torch.addcmul(a, b, c, value=0.3))
+    torch.testing.assert_close(torch.addcdiv(d(a), d(b), d(c), value=-0.7).cpu(), torch.addcdiv(a, b, c, value=-0.7))
+    for w in [0.1, 0.9]:  # lerp's two formulas, as the CPU picks them
+        torch.testing.assert_close(torch.lerp(d(a), d(b), w).cpu(), torch.lerp(a, b, w))
+    for o in [2, 1, float("inf"), float("-inf")]:
+        torch.testing.assert_close(torch.linalg.vector_norm(d(a), o).cpu(), torch.linalg.vector_norm(a, o))
+        torch.testing.assert_close(torch.linalg.vector_norm(d(a), o, dim=1, keepdim=True).cpu(),
+                                   torch.linalg.vector_norm(a, o, dim=1, keepdim=True))
+    # foreach ops run per tensor on the per-tensor ops' kernels.
+    for name, make in [("adamw", lambda p: torch.optim.AdamW(p, lr=0.01, foreach=True)),
+                       ("adam", lambda p: torch.optim.Adam(p, lr=0.01, foreach=True)),
+                       ("sgd", lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True, foreach=True))]:
+        m1 = torch.nn.Linear(4, 3)
+        m2 = torch.nn.Linear(4, 3).to("neuron")
+        m2.load_state_dict(m1.state_dict())
+        o1, o2 = make(m1.parameters()), make(m2.parameters())
+        x = torch.randn(8, 4)
+        for _ in range(3):
+            m1(x).square().sum().backward(); o1.step(); o1.zero_grad()
+            m2(d(x)).square().sum().backward(); o2.step(); o2.zero_grad()
+        torch.nn.utils.clip_grad_norm_(m2.parameters(), 1.0)  # _foreach_norm
+        torch.testing.assert_close(m2.weight.cpu(), m1.weight.detach(), msg=name)
+    assert torch.neuron.fallback_report() == [], torch.neuron.fallback_report()
+    """, env=NATIVE | {"OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path)})

@@ -21,11 +21,13 @@
 #include "torch/aten/cuda_dtypes.h"
 #include "torch/aten/device_check.h"
 #include "torch/aten/eager/eager_kernel.h"
+#include "torch/aten/eager/foreach.h"
 #include "torch/aten/op_info.h"
 #include "torch/aten/router.h"
 #include "torch/aten/host/cpu_allocation_redirect.h"
 #include "torch/runtime/device.h"
 #include "torch/runtime/generator.h"
+#include "torch/runtime/settings.h"
 #include "torch/runtime/streams.h"
 
 namespace openneuron::integration {
@@ -154,7 +156,10 @@ void run_host_kernel(const c10::OperatorHandle& op, const OpInfo& info,
   CpuViews views(device);
   for (size_t i = 0; i < num_args; ++i)
     (*stack)[first + i] = to_cpu(views, originals[i]);
-  auto& queue = wait_current_stream(device);
+  // A CPU kernel reads device memory once queued work is done; a view op
+  // on memory the host cannot address only makes metadata, so it need not
+  // wait (and must not: every transpose would drain the queue).
+  auto& queue = host_addressable() || !info.is_view ? wait_current_stream(device) : current_queue(device);
   std::exception_ptr dtype_gap;
   {
     RedirectCpuAllocations redirect(device, &queue);
@@ -204,7 +209,8 @@ void route_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet,
       (!host_addressable() && (!info.is_view || has_layout_tensors(*stack, op.schema())))) {
     // A kernel the compiler makes for the device, when it can.
     if (!info.force_cpu_fallback && !host_addressable() && !has_layout_tensors(*stack, op.schema()) &&
-        run_eager_kernel(op, info, device, stack))
+        settings().eager_kernels &&
+        (run_eager_kernel(op, info, device, stack) || run_foreach_per_tensor(op, stack)))
       return;
     run_on_cpu_with_copies(op, info, stack);
     return;

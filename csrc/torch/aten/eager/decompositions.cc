@@ -1,5 +1,8 @@
 #include "torch/aten/eager/decompositions.h"
 
+#include <cmath>
+#include <cstdlib>
+
 namespace openneuron::integration {
 
 // A row op's value "v" from its tensor arguments: softmax and log_softmax
@@ -118,6 +121,29 @@ bool pointwise_decomposition(GraphWriter& b, const std::string& target,
   auto op = [&](const std::string& name, const char* target, const std::string& x, const std::string& y = "") {
     return b.node(name, target, y.empty() ? x : x + "," + y, m);
   };
+  if (target == "aten.addcmul.default") {  // self + value * t1 * t2, in the CPU kernel's order
+    op("v", "aten.add.Tensor", arg("self"),
+       op("p", "aten.mul.Tensor", op("s", "aten.mul.Tensor", arg("tensor1"), arg("value")), arg("tensor2")));
+    return true;
+  }
+  if (target == "aten.addcdiv.default") {  // self + value * t1 / t2
+    op("v", "aten.add.Tensor", arg("self"),
+       op("q", "aten.div.Tensor", op("s", "aten.mul.Tensor", arg("tensor1"), arg("value")), arg("tensor2")));
+    return true;
+  }
+  if (target == "aten.lerp.Scalar") {
+    // As the CPU kernel: self + w (end - self) for |w| < 0.5, else end - (end - self)(1 - w).
+    const std::string w = arg("weight");
+    char* rest = nullptr;
+    const double weight = std::strtod(w.c_str(), &rest);
+    if (rest == w.c_str()) return false;  // not a literal
+    const std::string d = op("d", "aten.sub.Tensor", arg("end"), arg("self"));
+    if (std::abs(weight) < 0.5)
+      op("v", "aten.add.Tensor", arg("self"), op("wd", "aten.mul.Tensor", d, w));
+    else
+      op("v", "aten.sub.Tensor", arg("end"), op("wd", "aten.mul.Tensor", d, std::to_string(1.0 - weight)));
+    return true;
+  }
   if (target == "aten.masked_fill.Scalar") {  // where(mask, value, self)
     b.node("v", "aten.where.self", arg("mask") + "," + arg("value") + "," + arg("self"), m);
     return true;
@@ -169,6 +195,37 @@ bool pointwise_decomposition(GraphWriter& b, const std::string& target,
     return true;
   }
   return false;
+}
+
+bool reduction_decomposition(GraphWriter& b, const std::string& target,
+                             const std::map<std::string, std::string>& args, at::ScalarType dtype) {
+  if (target != "aten.linalg_vector_norm.default") return false;
+  const std::string full = b.meta(dtype, ValueShape::Full), row = b.meta(dtype, ValueShape::Row);
+  auto arg = [&](const char* name) {
+    auto it = args.find(name);
+    return it == args.end() ? std::string("null") : it->second;
+  };
+  const std::string ord_text = arg("ord");
+  char* rest = nullptr;
+  const double ord = std::strtod(ord_text.c_str(), &rest);
+  if (rest == ord_text.c_str() && ord_text != "Infinity" && ord_text != "-Infinity") return false;
+  const double p = ord_text == "Infinity" ? INFINITY : ord_text == "-Infinity" ? -INFINITY : ord;
+  std::string x = arg("self");
+  if (arg("dtype") != "null") x = b.node("x", "prims.convert_element_type.default", x + "," + arg("dtype"), full);
+  auto reduce = [&](const std::string& name, const char* op, const std::string& v) {
+    return b.node(name, op, v + "," + b.dims + ",true", row);
+  };
+  const std::string a = b.node("a", "aten.abs.default", x, full);
+  if (p == 2) {
+    b.node("v", "aten.sqrt.default", reduce("s", "aten.sum.dim_IntList", b.node("sq", "aten.mul.Tensor", x + "," + x, full)), row);
+  } else if (p == 1) {
+    reduce("v", "aten.sum.dim_IntList", a);
+  } else if (std::isinf(p)) {
+    reduce("v", p > 0 ? "aten.amax.default" : "aten.amin.default", a);
+  } else {
+    return false;  // 0 and fractional orders: the fallback
+  }
+  return true;
 }
 
 }  // namespace openneuron::integration

@@ -34,8 +34,13 @@ struct GraphWriter {
 bool row_decomposition(GraphWriter& b, const std::string& target, const std::vector<std::string>& refs,
                        const std::map<std::string, std::string>& args, at::ScalarType dtype);
 
-// gelu, gelu_backward, masked_fill; `args` every argument's text by name.
+// gelu, gelu_backward, masked_fill, addcmul, addcdiv, lerp.Scalar; `args` every argument's text by name.
 bool pointwise_decomposition(GraphWriter& b, const std::string& target,
+                             const std::map<std::string, std::string>& args, at::ScalarType dtype);
+
+// linalg_vector_norm of orders 1, 2 and +-inf (value "v", 1 along the
+// reduced dims); `dtype` the value's.
+bool reduction_decomposition(GraphWriter& b, const std::string& target,
                              const std::map<std::string, std::string>& args, at::ScalarType dtype);
 
 }  // namespace openneuron::integration

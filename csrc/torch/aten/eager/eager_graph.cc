@@ -217,6 +217,12 @@ std::optional<std::string> literal(const c10::IValue& v, const c10::Argument& ar
   }
 }
 
+// Scalars the graph needs as constants: add's alpha (the compiler folds
+// it), lerp's weight (it picks the formula), a norm's order.
+bool literal_scalar(const EagerOp& op, const std::string& name) {
+  return name == "alpha" || (name == "weight" && op.target == "aten.lerp.Scalar") || name == "ord";
+}
+
 // A Scalar or Scalar? argument.
 bool is_number_type(const c10::Argument& arg) {
   c10::TypePtr type = arg.real_type();
@@ -353,7 +359,7 @@ std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSche
       }
     } else if (static_cast<int>(i) == op.keepdim_arg) {
       text = "true";
-    } else if (is_number_type(arg) && !v.isNone() && arg.name() != "alpha" && !v.isBool()) {
+    } else if (is_number_type(arg) && !v.isNone() && !v.isBool() && !literal_scalar(op, arg.name())) {
       if (v.isComplexDouble()) {
         *why = "a complex scalar";
         return std::nullopt;
@@ -388,6 +394,11 @@ std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSche
   if (op.family == EagerOp::Family::Row) {
     if (!row_decomposition(w, op.target, refs, named, tensors[first_input]->scalar_type())) {
       *why = "no row decomposition";
+      return std::nullopt;
+    }
+  } else if (op.decomposed && op.family == EagerOp::Family::Reduction) {
+    if (!reduction_decomposition(w, op.target, named, out.scalar_type())) {
+      *why = "no decomposition for these arguments";
       return std::nullopt;
     }
   } else if (op.decomposed) {

@@ -61,14 +61,16 @@ EagerOp classify(const c10::OperatorHandle& op) {
   // fill_(value) and zero_() are a full_like of the value stored into self.
   if ((base == "fill" && overload == "Scalar") || base == "zero") e.target = "aten.full_like.default";
   e.decomposed = base == "masked_fill" && overload == "Scalar";
-  e.decomposed |= base == "gelu" || base == "gelu_backward";
+  e.decomposed |= base == "gelu" || base == "gelu_backward" || base == "addcmul" || base == "addcdiv" ||
+                 (base == "lerp" && overload == "Scalar");
   if (e.decomposed || compiler::find_pointwise(e.target) || base == "clamp" || base == "clone" ||
       e.target == "aten.full_like.default") {
     e.family = EagerOp::Family::Pointwise;
   } else if (base == "mm" || base == "bmm" || base == "addmm" || base == "baddbmm") {
     e.family = EagerOp::Family::Matmul;
-  } else if (is_reduction(base) || is_row_op(base)) {
+  } else if (is_reduction(base) || is_row_op(base) || base == "linalg_vector_norm") {
     e.family = is_row_op(base) ? EagerOp::Family::Row : EagerOp::Family::Reduction;
+    e.decomposed = base == "linalg_vector_norm";
     for (size_t i = 0; i < schema.arguments().size(); ++i) {
       if (schema.arguments()[i].name() == "dim") e.dim_arg = static_cast<int>(i);
       if (schema.arguments()[i].name() == "keepdim") e.keepdim_arg = static_cast<int>(i);
