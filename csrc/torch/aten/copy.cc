@@ -15,6 +15,7 @@
 #include "hal/pinned_allocator.h"
 #include "torch/aten/host/cpu_views.h"
 #include "torch/aten/device_staging.h"
+#include "torch/aten/eager/eager_kernel.h"
 #include "torch/aten/router.h"
 #include "torch/aten/host/cpu_allocation_redirect.h"
 #include "torch/runtime/device.h"
@@ -82,6 +83,8 @@ at::Tensor& copy_through_driver(at::Tensor& dst, const at::Tensor& src) {
     if (settings().launch_blocking) queue.synchronize();
     return dst;
   }
+  // A cast or another layout on one device: a device kernel, in stream order.
+  if (on_neuron(dst) && on_neuron(src) && copy_as_eager_kernel(dst, src)) return dst;
   if (on_neuron(src)) wait_current_stream(src.device().index());
   if (on_neuron(dst)) wait_current_stream(dst.device().index());
   record_copy(dst, src);
@@ -115,6 +118,8 @@ at::Tensor& copy_into(at::Tensor& dst, const at::Tensor& src,
   }
   if (!host_addressable()) return copy_through_driver(dst, src);
   const auto device = (on_neuron(dst) ? dst : src).device().index();
+  // A cast or another layout on one device: a device kernel, in stream order.
+  if (on_neuron(dst) && on_neuron(src) && copy_as_eager_kernel(dst, src)) return dst;
   if (on_neuron(src)) wait_current_stream(src.device().index());
   if (on_neuron(dst)) wait_current_stream(dst.device().index());
   record_copy(dst, src);

@@ -210,7 +210,8 @@ void route_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet,
     // A kernel the compiler makes for the device, when it can.
     if (!info.force_cpu_fallback && !host_addressable() && !has_layout_tensors(*stack, op.schema()) &&
         settings().eager_kernels &&
-        (run_eager_kernel(op, info, device, stack) || run_foreach_per_tensor(op, stack)))
+        (run_eager_kernel(op, info, device, stack) || run_foreach_per_tensor(op, stack) ||
+         run_cat_as_copies(op, device, stack)))
       return;
     run_on_cpu_with_copies(op, info, stack);
     return;

@@ -1,6 +1,7 @@
 #include "torch/aten/eager/eager_kernel.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/WrapDimUtils.h>
 #include <c10/util/Exception.h>
 
 #include <map>
@@ -15,6 +16,7 @@
 #include "torch/aten/eager/eager_graph.h"
 #include "torch/aten/eager/eager_op.h"
 #include "torch/aten/eager/library_kernels.h"
+#include "torch/aten/op_info.h"
 #include "torch/aten/router.h"
 #include "torch/runtime/compiled_kernels.h"
 #include "torch/runtime/device.h"
@@ -246,6 +248,41 @@ bool run_eager_kernel(const c10::OperatorHandle& op, const OpInfo& info, c10::De
   }
   torch::jit::drop(*stack, num_args);
   for (auto& t : outs) stack->emplace_back(std::move(t));
+  return true;
+}
+
+bool copy_as_eager_kernel(at::Tensor& dst, const at::Tensor& src) {
+  static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
+  if (!settings().eager_kernels || dst.device() != src.device() || dst.device().type() != kNeuron) return false;
+  if (dst.is_conj() || src.is_conj() || dst.is_neg() || src.is_neg()) return false;
+  torch::jit::Stack stack{dst, src, false};
+  return run_eager_kernel(op, op_info(op), dst.device().index(), &stack);
+}
+
+bool run_cat_as_copies(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  if (schema.name() != "aten::cat" || !schema.overload_name().empty() || !settings().eager_kernels) return false;
+  const EagerOp& e = eager_op(op);
+  c10::ArrayRef<c10::IValue> args(stack->data() + stack->size() - 2, 2);
+  const auto tensors = args[0].toTensorVector();
+  for (const auto& t : tensors)
+    if (t.device().type() != kNeuron || t.is_conj() || t.is_neg()) return false;
+  std::vector<at::Tensor> outs = outputs_of(op, e, e.meta_function, device, args);  // shape, dtype, errors
+  at::Tensor out = outs[0];
+  const int64_t dim = c10::maybe_wrap_dim(args[1].toInt(), out.dim());
+  // Inputs that overlap the result cannot be copied into it one by one.
+  for (const auto& t : tensors)
+    if (t.is_alias_of(out)) return false;
+  int64_t offset = 0;
+  for (const auto& t : tensors) {
+    if (t.numel() == 0 && t.dim() == 1 && out.dim() != 1) continue;  // legacy empty inputs are skipped
+    const int64_t n = t.size(dim);
+    at::Tensor slice = out.narrow(dim, offset, n);
+    if (t.numel() > 0 && !copy_as_eager_kernel(slice, t)) return false;
+    offset += n;
+  }
+  torch::jit::drop(*stack, 2);
+  stack->emplace_back(std::move(out));
   return true;
 }
 

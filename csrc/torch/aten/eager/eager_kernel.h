@@ -7,6 +7,7 @@
 // kernel, run first, so a bad call raises exactly what PyTorch raises.
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <string>
@@ -20,6 +21,15 @@ namespace openneuron::integration {
 // changed nothing (the op has no kernel: the caller takes the CPU fallback).
 bool run_eager_kernel(const c10::OperatorHandle& op, const OpInfo& info, c10::DeviceIndex device,
                       torch::jit::Stack* stack);
+
+// dst.copy_(src) between tensors of one device as a device kernel (a cast,
+// a broadcast, another layout); false when it cannot (the caller copies
+// through the host).
+bool copy_as_eager_kernel(at::Tensor& dst, const at::Tensor& src);
+
+// aten::cat as one device copy per input into its slice of the result;
+// false (nothing done) when the copies cannot run as kernels.
+bool run_cat_as_copies(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack);
 
 struct EagerKernelRecord {
   std::string op;

@@ -63,7 +63,7 @@ EagerOp classify(const c10::OperatorHandle& op) {
   e.decomposed = base == "masked_fill" && overload == "Scalar";
   e.decomposed |= base == "gelu" || base == "gelu_backward" || base == "addcmul" || base == "addcdiv" ||
                  (base == "lerp" && overload == "Scalar");
-  if (e.decomposed || compiler::find_pointwise(e.target) || base == "clamp" || base == "clone" ||
+  if (e.decomposed || compiler::find_pointwise(e.target) || base == "clamp" || base == "clone" || base == "copy" ||
       e.target == "aten.full_like.default") {
     e.family = EagerOp::Family::Pointwise;
   } else if (base == "mm" || base == "bmm" || base == "addmm" || base == "baddbmm") {
