@@ -1,6 +1,7 @@
 #include "hal/drivers/host/host_queue.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -46,6 +47,16 @@ void HostQueueCore::shutdown() {
 void HostQueueCore::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
+    if (commands_.empty() && !stop_) {
+      // Eager ops arrive microseconds apart: look again for a short while,
+      // yielding the core, before sleeping (a futex sleep and wake per
+      // command cost more than a small kernel).
+      lock.unlock();
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+      while (pending_.load(std::memory_order_acquire) == 0 && std::chrono::steady_clock::now() < until)
+        std::this_thread::yield();
+      lock.lock();
+    }
     work_cv_.wait(lock, [this] { return stop_ || !commands_.empty(); });
     if (commands_.empty()) return;  // stop_ and drained
     std::function<void()> command = std::move(commands_.front());
