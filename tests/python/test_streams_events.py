@@ -116,6 +116,7 @@ def test_wait_event():
     side = N.Stream()
     src = torch.full((1 << 21,), 3.0).pin_memory()
     dst = torch.zeros(1 << 21, device="neuron")
+    side.wait_stream(N.current_stream())  # the zeroing is queued on the default stream, as on CUDA
     with N.stream(side):
         dst.copy_(src, non_blocking=True)
         done = side.record_event()
