@@ -50,6 +50,8 @@ Cache& cache() {
   return *c;
 }
 
+}  // namespace
+
 std::string compile_options(const std::string& target) {
   const Settings& s = settings();
   compiler::Json o = compiler::Json::object();
@@ -59,6 +61,8 @@ std::string compile_options(const std::string& target) {
   o.set("target", compiler::Json::string(target));
   return o.dump();
 }
+
+namespace {
 
 // Compiles the graph; a graph whose kernels need more than its inputs
 // (externs, buffers of their own) gets none.

@@ -22,6 +22,10 @@ namespace openneuron::integration {
 bool run_eager_kernel(const c10::OperatorHandle& op, const OpInfo& info, c10::DeviceIndex device,
                       torch::jit::Stack* stack);
 
+// The compiler's options for the device's kernel target `target`: the
+// persistent kernel cache as settings.h reads it.
+std::string compile_options(const std::string& target);
+
 // dst.copy_(src) between tensors of one device as a device kernel (a cast,
 // a broadcast, another layout); false when it cannot (the caller copies
 // through the host).

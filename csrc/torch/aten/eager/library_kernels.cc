@@ -9,9 +9,9 @@
 #include "compiler/compile.h"
 #include "compiler/ir/json.h"
 #include "hal/driver.h"
+#include "torch/aten/eager/eager_kernel.h"
 #include "torch/aten/eager/kernel_geometry.h"
 #include "torch/runtime/compiled_kernels.h"
-#include "torch/runtime/settings.h"
 
 namespace openneuron::integration {
 namespace {
@@ -23,15 +23,9 @@ std::string library_path(const std::string& target) {
   std::lock_guard<std::mutex> lock(mutex);
   auto it = paths->find(target);
   if (it != paths->end()) return it->second;
-  const Settings& s = settings();
-  compiler::Json o = compiler::Json::object();
-  o.set("cache_dir", compiler::Json::string(s.compile_cache_dir));
-  o.set("cache_enabled", compiler::Json::boolean(s.compile_cache_enabled));
-  o.set("cache_max_bytes", compiler::Json::integer(s.compile_cache_max_bytes));
-  o.set("target", compiler::Json::string(target));
   std::string path;
   try {
-    compiler::Json r = compiler::Json::parse(compiler::kernel_library(o.dump()));
+    compiler::Json r = compiler::Json::parse(compiler::kernel_library(compile_options(target)));
     if (r.at("library").is_string()) path = r.at("library").as_string();
   } catch (const std::exception& e) {
     TORCH_WARN("neuron: the kernel library of target ", target, " failed to build (", e.what(),
