@@ -15,6 +15,7 @@
 #include "hal/pinned_allocator.h"
 #include "torch/aten/host/cpu_views.h"
 #include "torch/aten/device_staging.h"
+#include "torch/aten/eager/eager_fusion.h"
 #include "torch/aten/eager/eager_kernel.h"
 #include "torch/aten/router.h"
 #include "torch/aten/host/cpu_allocation_redirect.h"
@@ -112,6 +113,11 @@ at::Tensor& copy_into(at::Tensor& dst, const at::Tensor& src,
     dst.zero_();
     return dst;
   }
+  // A copy within one device may join a held chain (a cast, say); any other
+  // copy reads or writes memory held work may write.
+  if (on_neuron(dst) && on_neuron(src) && dst.device() == src.device() && hold_copy_for_fusion(dst, src))
+    return dst;
+  flush_held_calls(-1);
   if (non_blocking && can_copy_async(dst, src)) {
     copy_async(dst, src);
     return dst;

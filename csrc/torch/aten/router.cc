@@ -20,6 +20,7 @@
 #include "torch/aten/host/cpu_views.h"
 #include "torch/aten/cuda_dtypes.h"
 #include "torch/aten/device_check.h"
+#include "torch/aten/eager/eager_fusion.h"
 #include "torch/aten/eager/eager_kernel.h"
 #include "torch/aten/eager/foreach.h"
 #include "torch/aten/op_info.h"
@@ -157,9 +158,9 @@ void run_host_kernel(const c10::OperatorHandle& op, const OpInfo& info,
   for (size_t i = 0; i < num_args; ++i)
     (*stack)[first + i] = to_cpu(views, originals[i]);
   // A CPU kernel reads device memory once queued work is done; a view op
-  // on memory the host cannot address only makes metadata, so it need not
-  // wait (and must not: every transpose would drain the queue).
-  auto& queue = host_addressable() || !info.is_view ? wait_current_stream(device) : current_queue(device);
+  // only makes metadata, so it need not wait (and must not: every
+  // transpose would drain the queue, and flush held chains).
+  auto& queue = !info.is_view ? wait_current_stream(device) : current_queue(device);
   std::exception_ptr dtype_gap;
   {
     RedirectCpuAllocations redirect(device, &queue);
@@ -202,6 +203,11 @@ void route_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet,
                  torch::jit::Stack* stack) {
   const auto& info = op_info(op);
   const auto device = check_devices(info, op.schema(), *stack);
+  // A pointwise call may be held back and fused with its neighbours
+  // (eager_fusion.h); anything else sees their results first. A view only
+  // makes metadata and leaves a chain alone.
+  if (!info.force_cpu_fallback && hold_for_fusion(op, info, device, stack)) return;
+  if (!info.is_view) flush_held_calls(device);
   auto generators = use_engine_generators(info, op.schema(), *stack, device);
   // Without host-addressable memory only dense view ops run on CPU views
   // (metadata only); a sparse or quantized tensor's view would read it.

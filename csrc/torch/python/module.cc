@@ -6,6 +6,7 @@
 #include "hal/caching_allocator.h"
 #include "hal/driver.h"
 #include "hal/pinned_allocator.h"
+#include "torch/aten/eager/eager_fusion.h"
 #include "torch/aten/cpu_fallback.h"
 #include "torch/aten/eager/eager_kernel.h"
 #include "torch/aten/router.h"
@@ -17,6 +18,7 @@
 #include "torch/runtime/generator.h"
 #include "torch/runtime/settings.h"
 #include "torch/runtime/shared_storage.h"
+#include "torch/runtime/streams.h"
 #include "torch/runtime/transfer_stats.h"
 
 namespace py = pybind11;
@@ -222,9 +224,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("_device_count", [] { return int(device_count()); });
   m.def("_current_device", [] { return int(current_device()); });
   m.def("_set_device", [](int d) { set_current_device(d); });
+  set_held_work_flush(&flush_held_calls);
   m.def("_synchronize", [](int d) {
     lazy_init();
     py::gil_scoped_release no_gil;
+    flush_held_calls(d < 0 ? -1 : resolve_device_index(d));
     openneuron::hal::driver().synchronize(resolve_device_index(d));
   });
   m.def("_device_properties", &device_properties);
@@ -277,6 +281,21 @@ PYBIND11_MODULE(_C, m) {
   m.def("_fallback_report", &fallback_records);
   m.def("_reset_fallback_report", [] { reset_fallback_report(); });
   m.def("_eager_kernel_report", &eager_kernel_records);
+  m.def("_set_eager_fusion", [](bool enabled) { set_eager_fusion(enabled); });
+  m.def("_eager_fusion_enabled", [] { return eager_fusion_enabled(); });
+  m.def("_flush_held_calls", [] { flush_held_calls(-1); });
+  m.def("_eager_fusion_stats", [] {
+    const auto s = eager_fusion_stats();
+    py::dict d;
+    d["held"] = s.held;
+    d["chains"] = s.chains;
+    d["fused_kernels"] = s.fused_kernels;
+    d["fused_calls"] = s.fused_calls;
+    d["unfused_chains"] = s.unfused;
+    d["dead_results"] = s.dead_results;
+    return d;
+  });
+  m.def("_reset_eager_fusion_stats", [] { reset_eager_fusion_stats(); });
   m.def("_reset_eager_kernel_report", [] { reset_eager_kernel_report(); });
   m.def("_set_fallback_policy", &set_fallback_policy);
   m.def("_fallback_policy", &fallback_policy);

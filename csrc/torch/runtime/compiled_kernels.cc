@@ -83,6 +83,7 @@ void launch_compiled_kernel(int64_t kernel, const std::vector<at::Tensor>& buffe
     }
     addresses[i] = t.unsafeGetTensorImpl()->mutable_data();
   }
+  flush_held_work(k.device);  // a compiled graph's kernel runs after held eager work (none when it is that work)
   RECORD_FUNCTION(k.label.c_str(), c10::ArrayRef<const c10::IValue>{});
   try {
     current_queue(k.device).dispatch(*k.executable, k.entry, addresses, symbols,

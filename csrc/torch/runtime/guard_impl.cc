@@ -75,9 +75,11 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
                                  flag == c10::EventFlag::BACKEND_DEFAULT)
                    .release();
     }
+    flush_held_work(stream.device_index());
     queue_for(stream).record(*as_event(*event));
   }
   void block(void* event, const c10::Stream& stream) const override {
+    flush_held_work(stream.device_index());
     if (event) queue_for(stream).wait(*as_event(event));
   }
   bool queryEvent(void* event) const override {
@@ -102,12 +104,15 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   bool queryStream(const c10::Stream& stream) const override {
+    flush_held_work(stream.device_index());
     return queue_for(stream).query();
   }
   void synchronizeStream(const c10::Stream& stream) const override {
+    flush_held_work(stream.device_index());
     queue_for(stream).synchronize();
   }
   void synchronizeDevice(const c10::DeviceIndex device) const override {
+    flush_held_work(resolve_device_index(device));
     hal::driver().synchronize(resolve_device_index(device));
   }
   void recordDataPtrOnStream(const c10::DataPtr& data_ptr,

@@ -61,6 +61,7 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
                                                          storage.device())
                                 : c10::DataPtr(nullptr, storage.device());
     const size_t keep = std::min(newsize, impl->nbytes());
+    flush_held_work(storage.device().index());  // held kernels write the old block
     // Queued in stream order, as a kernel would be; the old block is reused
     // only by later work on this stream.
     if (keep)

@@ -19,6 +19,9 @@ struct Settings {
   // Eager ops as compiler-made device kernels on drivers whose memory the
   // host cannot address (OPENNEURON_EAGER_KERNELS, on by default).
   bool eager_kernels = true;
+  // Adaptive Eager Execution: chains of pointwise eager ops fused into one
+  // kernel (OPENNEURON_EAGER_FUSION, on by default; eager_fusion.h).
+  bool eager_fusion = true;
   // The compiler's persistent kernel cache, as torch.compile uses it
   // (OPENNEURON_COMPILE_CACHE*, read the same way as compiler/config.py).
   std::string compile_cache_dir;
@@ -34,6 +37,7 @@ const Settings& settings();
 // Re-reads the environment (tests; OPENNEURON_FORCE_CPU_FALLBACK changes).
 void reload_settings();
 void set_cpu_fallback_policy(FallbackPolicy policy);
+void set_eager_fusion_setting(bool enabled);  // eager_fusion.h's switch
 // Bumped by reload_settings(), so cached per-op routes are recomputed.
 int settings_generation();
 

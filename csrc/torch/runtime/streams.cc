@@ -89,6 +89,7 @@ c10::Stream current_stream(c10::DeviceIndex device) {
 c10::Stream exchange_stream(const c10::Stream& stream) {
   const auto device = resolve_device_index(stream.device_index());
   auto previous = current_stream(device);
+  if (previous.id() != stream.id()) flush_held_work(device);
   thread_streams().current[device] = stream.id();
   return previous;
 }
@@ -119,7 +120,18 @@ hal::Queue& current_queue(c10::DeviceIndex device) {
   return *cached.queue;
 }
 
+namespace {
+std::atomic<HeldWorkFlush> g_held_work_flush{nullptr};
+}  // namespace
+
+void set_held_work_flush(HeldWorkFlush flush) { g_held_work_flush.store(flush); }
+
+void flush_held_work(c10::DeviceIndex device) {
+  if (auto flush = g_held_work_flush.load(std::memory_order_relaxed)) flush(device);
+}
+
 hal::Queue& wait_current_stream(c10::DeviceIndex device) {
+  flush_held_work(device < 0 ? -1 : device);
   auto& queue = current_queue(device);
   if (!queue.query()) queue.synchronize();
   return queue;

@@ -20,6 +20,13 @@ c10::Stream exchange_stream(const c10::Stream& stream);
 c10::Stream stream_from_pool(c10::DeviceIndex device, int priority);
 int stream_priority(const c10::Stream& stream);
 
+// Work held back on the host (eager fusion's chains) runs before anything
+// observes or orders the device's streams: the integration layer registers
+// the flush, which every wait, stream switch, event, launch and copy calls.
+using HeldWorkFlush = void (*)(c10::DeviceIndex device);  // -1: every device
+void set_held_work_flush(HeldWorkFlush flush);
+void flush_held_work(c10::DeviceIndex device);
+
 // The queue of the current stream of `device` (-1: the current device).
 hal::Queue& current_queue(c10::DeviceIndex device);
 

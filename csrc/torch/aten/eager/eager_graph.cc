@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 
 #include "torch/aten/eager/decompositions.h"
@@ -134,13 +135,16 @@ class Builder {
     return "{\"ref\":\"" + name + "\"}";
   }
 
-  // The graph: each (value, output) pair's value stored into the output.
-  std::string finish(const std::vector<std::pair<std::string, std::string>>& stores, const std::string& meta) {
+  // The graph: each (value, output) pair's value stored into the output;
+  // `metas` the stores' metas (one for all, or one each).
+  std::string finish(const std::vector<std::pair<std::string, std::string>>& stores,
+                     const std::vector<std::string>& metas) {
     std::string json = "{\"inputs\":[" + inputs_ + "],\"nodes\":[" + nodes_;
     for (size_t i = 0; i < stores.size(); ++i)
       json += std::string(i ? "," : "") + "{\"name\":\"w" + std::to_string(i) +
               "\",\"target\":\"aten.copy_.default\",\"args\":[{\"ref\":\"" + stores[i].second +
-              "\"},{\"ref\":\"" + stores[i].first + "\"}],\"kwargs\":{},\"meta\":" + meta + ",\"aliases\":true}";
+              "\"},{\"ref\":\"" + stores[i].first + "\"}],\"kwargs\":{},\"meta\":" +
+              metas[metas.size() == 1 ? 0 : i] + ",\"aliases\":true}";
     json += "],\"outputs\":[],\"symbols\":[";
     for (size_t i = 0; i < symbol_names_.size(); ++i) json += (i ? "," : "") + symbol_names_[i];
     for (size_t i = 0; i < float_symbols_.size(); ++i) {
@@ -218,9 +222,11 @@ std::optional<std::string> literal(const c10::IValue& v, const c10::Argument& ar
 }
 
 // Scalars the graph needs as constants: add's alpha (the compiler folds
-// it), lerp's weight (it picks the formula), a norm's order.
+// it), lerp's weight (it picks the formula), a norm's order, pow's exponent
+// (x ** 2 is a multiply, not a call of pow).
 bool literal_scalar(const EagerOp& op, const std::string& name) {
-  return name == "alpha" || (name == "weight" && op.target == "aten.lerp.Scalar") || name == "ord";
+  return name == "alpha" || (name == "weight" && op.target == "aten.lerp.Scalar") || name == "ord" ||
+         (name == "exponent" && op.target == "aten.pow.Tensor_Scalar");
 }
 
 // A Scalar or Scalar? argument.
@@ -248,12 +254,116 @@ std::vector<bool> reduced_dims(const EagerOp& op, c10::ArrayRef<c10::IValue> arg
   return reduced;
 }
 
+
+// A call's arguments as graph text.
+struct CallText {
+  std::vector<std::string> refs;             // the tensor arguments' references, in order
+  std::map<std::string, std::string> named;  // every argument's text, by name
+  std::string positional, keywords;
+};
+
+// Writes the call's arguments: `tensor(i)` gives neuron tensor argument i's
+// reference, `self` an in-place op's self (its value before the call).
+bool call_text(const EagerOp& op, const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
+               const KernelGeometry& g, Builder& b, const std::function<std::string(size_t)>& tensor,
+               const std::string& self, CallText* c, std::string* why) {
+  const auto& arguments = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (static_cast<int>(i) == op.out_arg && op.form == EagerOp::Form::Out) continue;
+    const c10::Argument& arg = arguments[i];
+    const c10::IValue& v = args[i];
+    std::string text;
+    if (op.form == EagerOp::Form::InPlace && static_cast<int>(i) == op.out_arg) {
+      text = self;
+    } else if (is_neuron_tensor(v)) {
+      text = tensor(i);
+      c->refs.push_back(text);
+    } else if (v.isTensor() && v.toTensor().defined()) {
+      // A CPU tensor: a Python number PyTorch wrapped is a scalar; anything
+      // else promotes differently and stays on the fallback.
+      const at::Tensor& t = v.toTensor();
+      if (!t.unsafeGetTensorImpl()->is_wrapped_number() || t.is_complex()) {
+        *why = "a CPU tensor argument";
+        return false;
+      }
+      text = b.scalar(t.item());
+    } else if (static_cast<int>(i) == op.dim_arg) {
+      std::string dims = "[";
+      int count = 0, last = -1;
+      for (int d = 0; d < g.rank(); ++d)
+        if (g.reduced[d]) dims += (count++ ? "," : "") + std::to_string(last = d);
+      // prod takes one dim.
+      text = v.isInt() ? (count == 1 ? std::to_string(last) : "null") : dims + "]";
+      if (text == "null") {
+        *why = "a reduction over several dims at once";
+        return false;
+      }
+    } else if (static_cast<int>(i) == op.keepdim_arg) {
+      text = "true";
+    } else if (is_number_type(arg) && !v.isNone() && !v.isBool() && !literal_scalar(op, arg.name())) {
+      if (v.isComplexDouble()) {
+        *why = "a complex scalar";
+        return false;
+      }
+      text = b.scalar(v.toScalar());
+    } else if (auto lit = literal(v, arg)) {
+      text = *lit;
+    } else {
+      *why = "argument '" + arg.name() + "' of type " + arg.type()->str();
+      return false;
+    }
+    c->named[arg.name()] = text;
+    if (arg.kwarg_only())
+      c->keywords += (c->keywords.empty() ? "" : ",") + quoted(arg.name()) + ":" + text;
+    else
+      c->positional += (c->positional.empty() ? "" : ",") + text;
+  }
+  if (op.target == "aten.full_like.default" && args.size() == 1) c->positional += ",0";  // zero_()
+  return true;
+}
+
+// Writes the op's value node(s): "v" (or "v0", "v1", ... one per result),
+// named with `prefix` (a fused chain's call), other nodes "<prefix>d_...".
+bool value_nodes(const EagerOp& op, Builder& b, const CallText& c, const std::string& prefix,
+                 at::ScalarType out_dtype, at::ScalarType input_dtype, std::string* why) {
+  const bool reduces = op.family == EagerOp::Family::Reduction;
+  GraphWriter w;
+  w.node = [&b, &prefix](const std::string& name, const std::string& target, const std::string& args,
+                         const std::string& meta) {
+    // Its own names cannot shadow the graph's inputs (t0, t1, ...).
+    const bool value = name[0] == 'v' && (name.size() == 1 || std::isdigit(static_cast<unsigned char>(name[1])));
+    return b.node(prefix + (value ? name : "d_" + name), target, args, "", meta);
+  };
+  w.meta = [&b](at::ScalarType dtype, ValueShape kind) { return b.value_meta(dtype, kind); };
+  w.dims = b.reduced_dims(true);
+  w.lead_dims = b.reduced_dims(false);
+  if (op.family == EagerOp::Family::Row) {
+    if (!row_decomposition(w, op.target, c.refs, c.named, input_dtype)) {
+      *why = "no row decomposition";
+      return false;
+    }
+  } else if (op.decomposed && reduces) {
+    if (!reduction_decomposition(w, op.target, c.named, out_dtype)) {
+      *why = "no decomposition for these arguments";
+      return false;
+    }
+  } else if (op.decomposed) {
+    if (!pointwise_decomposition(w, op.target, c.named, out_dtype)) {
+      *why = "no decomposition for these arguments";
+      return false;
+    }
+  } else {
+    b.node(prefix + "v", op.target, c.positional, c.keywords,
+           b.value_meta(out_dtype, reduces ? ValueShape::Row : ValueShape::Full));
+  }
+  return true;
+}
+
 }  // namespace
 
 std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSchema& schema,
                                       c10::ArrayRef<c10::IValue> args, const std::vector<at::Tensor>& outs,
                                       std::string* why) {
-  const auto& arguments = schema.arguments();
   // The iteration geometry over the output (pointwise) or the input (reductions).
   std::vector<const at::Tensor*> tensors;
   std::vector<int> written;  // the result each written operand holds
@@ -324,98 +434,130 @@ std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSche
   std::vector<std::string> out_names;
   for (size_t k = 0; k < first_input; ++k) out_names.push_back(b.tensor_input(*tensors[k], static_cast<int>(k), true));
   const std::string& out_name = out_names[0];
-  std::vector<std::string> refs;  // the tensor arguments' references, in order
-  std::map<std::string, std::string> named;  // every argument's text, by name
-  std::string positional, keywords;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (static_cast<int>(i) == op.out_arg && op.form == EagerOp::Form::Out) continue;
-    const c10::Argument& arg = arguments[i];
-    const c10::IValue& v = args[i];
-    std::string text;
-    if (op.form == EagerOp::Form::InPlace && static_cast<int>(i) == op.out_arg) {
-      text = "{\"ref\":\"" + out_name + "\"}";
-    } else if (tensor_of_arg[i] >= 0) {
-      text = "{\"ref\":\"" + b.tensor_input(*tensors[tensor_of_arg[i]], tensor_of_arg[i], false) + "\"}";
-      refs.push_back(text);
-    } else if (v.isTensor() && v.toTensor().defined()) {
-      // A CPU tensor: a Python number PyTorch wrapped is a scalar; anything
-      // else promotes differently and stays on the fallback.
-      const at::Tensor& t = v.toTensor();
-      if (!t.unsafeGetTensorImpl()->is_wrapped_number() || t.is_complex()) {
-        *why = "a CPU tensor argument";
-        return std::nullopt;
-      }
-      text = b.scalar(t.item());
-    } else if (static_cast<int>(i) == op.dim_arg) {
-      std::string dims = "[";
-      int count = 0, last = -1;
-      for (int d = 0; d < g.rank(); ++d)
-        if (g.reduced[d]) dims += (count++ ? "," : "") + std::to_string(last = d);
-      // prod takes one dim.
-      text = v.isInt() ? (count == 1 ? std::to_string(last) : "null") : dims + "]";
-      if (text == "null") {
-        *why = "a reduction over several dims at once";
-        return std::nullopt;
-      }
-    } else if (static_cast<int>(i) == op.keepdim_arg) {
-      text = "true";
-    } else if (is_number_type(arg) && !v.isNone() && !v.isBool() && !literal_scalar(op, arg.name())) {
-      if (v.isComplexDouble()) {
-        *why = "a complex scalar";
-        return std::nullopt;
-      }
-      text = b.scalar(v.toScalar());
-    } else if (auto lit = literal(v, arg)) {
-      text = *lit;
-    } else {
-      *why = "argument '" + arg.name() + "' of type " + arg.type()->str();
-      return std::nullopt;
-    }
-    named[arg.name()] = text;
-    if (arg.kwarg_only())
-      keywords += (keywords.empty() ? "" : ",") + quoted(arg.name()) + ":" + text;
-    else
-      positional += (positional.empty() ? "" : ",") + text;
-  }
-  if (op.target == "aten.full_like.default" && args.size() == 1) positional += ",0";  // zero_()
-  EagerGraph graph;
-  const bool reduces = op.family == EagerOp::Family::Reduction;
-  const std::string out_meta = b.value_meta(out.scalar_type(), reduces ? ValueShape::Row : ValueShape::Full);
-  GraphWriter w;
-  w.node = [&b](const std::string& name, const std::string& target, const std::string& args,
-                const std::string& meta) {
-    // Its own names cannot shadow the graph's inputs (t0, t1, ...).
-    const bool value = name[0] == 'v' && (name.size() == 1 || std::isdigit(static_cast<unsigned char>(name[1])));
-    return b.node(value ? name : "d_" + name, target, args, "", meta);
+  CallText c;
+  auto tensor = [&](size_t i) {
+    return "{\"ref\":\"" + b.tensor_input(*tensors[tensor_of_arg[i]], tensor_of_arg[i], false) + "\"}";
   };
-  w.meta = [&b](at::ScalarType dtype, ValueShape kind) { return b.value_meta(dtype, kind); };
-  w.dims = b.reduced_dims(true);
-  w.lead_dims = b.reduced_dims(false);
-  if (op.family == EagerOp::Family::Row) {
-    if (!row_decomposition(w, op.target, refs, named, tensors[first_input]->scalar_type())) {
-      *why = "no row decomposition";
-      return std::nullopt;
-    }
-  } else if (op.decomposed && op.family == EagerOp::Family::Reduction) {
-    if (!reduction_decomposition(w, op.target, named, out.scalar_type())) {
-      *why = "no decomposition for these arguments";
-      return std::nullopt;
-    }
-  } else if (op.decomposed) {
-    if (!pointwise_decomposition(w, op.target, named, out.scalar_type())) {
-      *why = "no decomposition for these arguments";
-      return std::nullopt;
-    }
-  } else {
-    b.node("v", op.target, positional, keywords, out_meta);
-  }
+  if (!call_text(op, schema, args, g, b, tensor, "{\"ref\":\"" + out_name + "\"}", &c, why)) return std::nullopt;
+  const at::ScalarType input_dtype = tensors.size() > first_input ? tensors[first_input]->scalar_type()
+                                                                  : out.scalar_type();
+  if (!value_nodes(op, b, c, "", out.scalar_type(), input_dtype, why)) return std::nullopt;
+  EagerGraph graph;
+  const std::string out_meta =
+      b.value_meta(out.scalar_type(), op.family == EagerOp::Family::Reduction ? ValueShape::Row : ValueShape::Full);
   std::vector<std::pair<std::string, std::string>> stores;
   if (op.results == 1) {
     stores.push_back({"v", out_name});
   } else {
     for (size_t j = 0; j < out_names.size(); ++j) stores.push_back({"v" + std::to_string(written[j]), out_names[j]});
   }
-  graph.json = b.finish(stores, out_meta);
+  graph.json = b.finish(stores, {out_meta});
+  graph.operands = std::move(b.operands);
+  graph.symbols = std::move(b.symbols);
+  return graph;
+}
+
+}  // namespace openneuron::integration
+
+namespace openneuron::integration {
+namespace {
+
+int find_key(const std::vector<TensorKey>& keys, const TensorKey& k) {
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (keys[i] == k) return static_cast<int>(i);
+  return -1;
+}
+
+bool reads_arg(const EagerOp& op, size_t i, const c10::IValue& v) {
+  return is_neuron_tensor(v) && !(op.form == EagerOp::Form::Out && static_cast<int>(i) == op.out_arg);
+}
+
+}  // namespace
+
+std::optional<EagerGraph> fused_graph(const std::vector<HeldCall>& calls, c10::IntArrayRef shape,
+                                      std::string* why) {
+  // The graph's tensors: results that reach memory (each one's last write),
+  // then the tensors the chain reads before writing them.
+  std::vector<TensorKey> written, stored_keys, input_keys;
+  std::vector<const at::Tensor*> stored, inputs;
+  std::vector<TensorKey> out_keys;
+  for (const HeldCall& call : calls) {
+    for (size_t i = 0; i < call.args.size(); ++i) {
+      if (!reads_arg(*call.op, i, call.args[i])) continue;
+      const at::Tensor& t = call.args[i].toTensor();
+      const TensorKey k = key_of(t);
+      if (find_key(written, k) < 0 && find_key(input_keys, k) < 0) {
+        input_keys.push_back(k);
+        inputs.push_back(&t);
+      }
+    }
+    out_keys.push_back(key_of(call.out));
+    if (find_key(written, out_keys.back()) < 0) written.push_back(out_keys.back());
+  }
+  for (size_t c = calls.size(); c-- > 0;) {  // last writes first found
+    if (!calls[c].store || find_key(stored_keys, out_keys[c]) >= 0) continue;
+    bool later = false;  // a later call writes it again: that one stores
+    for (size_t d = c + 1; d < calls.size(); ++d) later |= out_keys[d] == out_keys[c];
+    if (later) continue;
+    stored_keys.push_back(out_keys[c]);
+    stored.push_back(&calls[c].out);
+  }
+  if (stored.empty()) {
+    *why = "no result is used";
+    return std::nullopt;
+  }
+  std::vector<std::vector<int64_t>> strides;
+  for (const auto* list : {&stored, &inputs})
+    for (const at::Tensor* t : *list)
+      strides.push_back(broadcast_strides(shape.vec(), t->sizes().data(), t->strides().data(), t->dim()));
+  const KernelGeometry g = make_kernel_geometry(shape.vec(), {}, strides, true);
+
+  Builder b(g);
+  std::vector<std::string> stored_names;
+  for (size_t k = 0; k < stored.size(); ++k) stored_names.push_back(b.tensor_input(*stored[k], static_cast<int>(k), true));
+  std::vector<TensorKey> value_keys = input_keys;  // the current value of each tensor
+  std::vector<std::string> values;
+  for (size_t k = 0; k < inputs.size(); ++k)
+    values.push_back("{\"ref\":\"" + b.tensor_input(*inputs[k], static_cast<int>(stored.size() + k), false) + "\"}");
+  auto value_of = [&](const at::Tensor& t) {
+    const int i = find_key(value_keys, key_of(t));
+    TORCH_INTERNAL_ASSERT(i >= 0, "a fused call reads a tensor the chain has no value of");
+    return values[i];
+  };
+  for (size_t c = 0; c < calls.size(); ++c) {
+    const HeldCall& call = calls[c];
+    const EagerOp& op = *call.op;
+    c10::ArrayRef<c10::IValue> args(call.args);
+    const std::string self = op.form == EagerOp::Form::InPlace ? value_of(args[op.out_arg].toTensor()) : "";
+    CallText text;
+    auto tensor = [&](size_t i) { return value_of(args[i].toTensor()); };
+    if (!call_text(op, *call.schema, args, g, b, tensor, self, &text, why)) return std::nullopt;
+    at::ScalarType input_dtype = call.out.scalar_type();
+    for (size_t i = 0; i < args.size(); ++i)
+      if (reads_arg(op, i, args[i])) {
+        input_dtype = args[i].toTensor().scalar_type();
+        break;
+      }
+    const std::string prefix = "o" + std::to_string(c) + "_";
+    if (!value_nodes(op, b, text, prefix, call.out.scalar_type(), input_dtype, why)) return std::nullopt;
+    const std::string ref = "{\"ref\":\"" + prefix + "v\"}";
+    const int i = find_key(value_keys, out_keys[c]);
+    if (i >= 0) {
+      values[i] = ref;
+    } else {
+      value_keys.push_back(out_keys[c]);
+      values.push_back(ref);
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> stores;
+  std::vector<std::string> metas;
+  for (size_t k = 0; k < stored.size(); ++k) {
+    const std::string& ref = values[find_key(value_keys, stored_keys[k])];  // {"ref":"name"}
+    stores.push_back({ref.substr(8, ref.size() - 10), stored_names[k]});
+    metas.push_back(b.value_meta(stored[k]->scalar_type(), ValueShape::Full));
+  }
+  EagerGraph graph;
+  graph.json = b.finish(stores, metas);
   graph.operands = std::move(b.operands);
   graph.symbols = std::move(b.symbols);
   return graph;

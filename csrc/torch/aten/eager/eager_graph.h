@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "torch/aten/eager/eager_op.h"
+#include "torch/aten/eager/held_call.h"
 
 namespace openneuron::integration {
 
@@ -30,6 +31,13 @@ struct EagerGraph {
 // of tensors).
 std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSchema& schema,
                                       c10::ArrayRef<c10::IValue> args, const std::vector<at::Tensor>& outs,
+                                      std::string* why);
+
+// Pointwise calls held for fusion, in order, as one graph over their common
+// result shape `shape`: a call reading an earlier call's result reads its
+// value, not memory; the last value of each result with `store` set is
+// written. nullopt (with `why`) when a call cannot be written so.
+std::optional<EagerGraph> fused_graph(const std::vector<HeldCall>& calls, c10::IntArrayRef shape,
                                       std::string* why);
 
 }  // namespace openneuron::integration

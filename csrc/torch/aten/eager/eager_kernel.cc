@@ -66,7 +66,7 @@ namespace {
 
 // Compiles the graph; a graph whose kernels need more than its inputs
 // (externs, buffers of their own) gets none.
-std::shared_ptr<EagerKernel> compile(const EagerOp& op, const std::string& graph, c10::DeviceIndex device) {
+std::shared_ptr<EagerKernel> compile(const std::string& name, const std::string& graph, c10::DeviceIndex device) {
   auto k = std::make_shared<EagerKernel>();
   const std::string target = hal::driver().properties(device).kernel_target;
   compiler::Json plan;
@@ -76,7 +76,7 @@ std::shared_ptr<EagerKernel> compile(const EagerOp& op, const std::string& graph
     k->why_not = e.what();
     return k;  // the compiler has no lowering for this call: the fallback runs it
   } catch (const std::exception& e) {
-    TORCH_WARN("neuron: the eager kernel of ", op.name, " failed to build (", e.what(),
+    TORCH_WARN("neuron: the eager kernel of ", name, " failed to build (", e.what(),
                "); the op runs through the CPU fallback instead.");
     k->why_not = std::string("build failed: ") + e.what();
     return k;
@@ -107,20 +107,20 @@ std::shared_ptr<EagerKernel> compile(const EagerOp& op, const std::string& graph
   }
   k->library = plan.at("library").as_string();
   k->built = !plan.at("cache").at("hit").as_bool();
-  k->label = "eager kernel: " + op.name;
+  k->label = "eager kernel: " + name;
   k->ok = true;
   return k;
 }
 
-// The op's kernel for this graph (compiled on first use).
-std::shared_ptr<EagerKernel> kernel_for(const EagerOp& op, const std::string& graph, c10::DeviceIndex device) {
+// The kernel of this graph (compiled on first use), recorded under `name`.
+std::shared_ptr<EagerKernel> kernel_for(const std::string& name, const std::string& graph, c10::DeviceIndex device) {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
   auto& slot = c.kernels[graph];
   if (!slot) {
-    slot = compile(op, graph, device);
-    auto& record = c.records[op.name];
-    record.op = op.name;
+    slot = compile(name, graph, device);
+    auto& record = c.records[name];
+    record.op = name;
     if (slot->ok) {
       ++record.kernels;
       record.builds += slot->built;
@@ -133,9 +133,23 @@ std::shared_ptr<EagerKernel> kernel_for(const EagerOp& op, const std::string& gr
       if (st.handles.size() <= static_cast<size_t>(device)) st.handles.resize(device + 1, -1);
       if (st.handles[device] < 0) st.handles[device] = compiled_kernel(slot->library, st.entry, device, slot->label);
     }
-    ++c.records[op.name].launches;
   }
   return slot;
+}
+
+void count_launch(const std::string& name) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  ++c.records[name].launches;
+}
+
+void launch(const EagerKernel& k, const EagerGraph& graph, c10::DeviceIndex device) {
+  for (const auto& st : k.steps) {
+    std::vector<at::Tensor> buffers;
+    buffers.reserve(st.bindings.size());
+    for (int i : st.bindings) buffers.push_back(graph.operands[i]);
+    launch_compiled_kernel(st.handles[device], buffers, graph.symbols);
+  }
 }
 
 void record_declined(const EagerOp& op, const std::string& why) {
@@ -237,21 +251,37 @@ bool run_eager_kernel(const c10::OperatorHandle& op, const OpInfo& info, c10::De
       record_declined(e, why);
       return false;
     }
-    std::shared_ptr<EagerKernel> k = kernel_for(e, graph->json, device);
+    std::shared_ptr<EagerKernel> k = kernel_for(e.name, graph->json, device);
     if (!k->ok) return false;
+    count_launch(e.name);
     bool writes = false;  // a reduction of empty rows still writes its output
     for (const auto& t : outs) writes |= t.defined() && t.numel() > 0;
-    if (writes) {
-      for (const auto& st : k->steps) {
-        std::vector<at::Tensor> buffers;
-        buffers.reserve(st.bindings.size());
-        for (int i : st.bindings) buffers.push_back(graph->operands[i]);
-        launch_compiled_kernel(st.handles[device], buffers, graph->symbols);
-      }
-    }
+    if (writes) launch(*k, *graph, device);
   }
   torch::jit::drop(*stack, num_args);
   for (auto& t : outs) stack->emplace_back(std::move(t));
+  return true;
+}
+
+std::vector<at::Tensor> eager_outputs(const c10::OperatorHandle& op, const EagerOp& e, c10::DeviceIndex device,
+                                      c10::ArrayRef<c10::IValue> args) {
+  return outputs_of(op, e, e.meta_function, device, args);
+}
+
+bool eager_overlap_is_safe(const EagerOp& e, c10::ArrayRef<c10::IValue> args, const at::Tensor& out) {
+  return overlap_is_safe(e, args, out);
+}
+
+bool has_eager_kernel(const std::string& name, const EagerGraph& graph, c10::DeviceIndex device) {
+  return kernel_for(name, graph.json, device)->ok;
+}
+
+bool launch_eager_graph(const std::string& name, const EagerGraph& graph, c10::DeviceIndex device,
+                        size_t max_kernels) {
+  std::shared_ptr<EagerKernel> k = kernel_for(name, graph.json, device);
+  if (!k->ok || (max_kernels && k->steps.size() > max_kernels)) return false;
+  count_launch(name);
+  launch(*k, graph, device);
   return true;
 }
 

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "torch/aten/eager/eager_graph.h"
+#include "torch/aten/eager/eager_op.h"
 #include "torch/aten/op_info.h"
 
 namespace openneuron::integration {
@@ -34,6 +36,20 @@ bool copy_as_eager_kernel(at::Tensor& dst, const at::Tensor& src);
 // aten::cat as one device copy per input into its slice of the result;
 // false (nothing done) when the copies cannot run as kernels.
 bool run_cat_as_copies(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack);
+
+// The pieces eager fusion (eager_fusion.h) builds on.
+// The call's results as the op's meta function makes them (raises the op's
+// error for a bad call).
+std::vector<at::Tensor> eager_outputs(const c10::OperatorHandle& op, const EagerOp& e, c10::DeviceIndex device,
+                                      c10::ArrayRef<c10::IValue> args);
+// Whether a kernel may write `out` while reading the call's arguments.
+bool eager_overlap_is_safe(const EagerOp& e, c10::ArrayRef<c10::IValue> args, const at::Tensor& out);
+// Whether the graph has a kernel (compiling it on first use), reported under `name`.
+bool has_eager_kernel(const std::string& name, const EagerGraph& graph, c10::DeviceIndex device);
+// Launches the graph's kernels on the current stream; false when it has
+// none, or more than `max_kernels` (0: any number).
+bool launch_eager_graph(const std::string& name, const EagerGraph& graph, c10::DeviceIndex device,
+                        size_t max_kernels = 0);
 
 struct EagerKernelRecord {
   std::string op;

@@ -1,0 +1,362 @@
+#include "torch/aten/eager/eager_fusion.h"
+
+#include <c10/core/TensorImpl.h>
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#include "torch/aten/eager/eager_graph.h"
+#include "torch/aten/eager/eager_kernel.h"
+#include "torch/aten/eager/held_call.h"
+#include "torch/runtime/device.h"
+#include "torch/runtime/settings.h"
+#include "torch/runtime/streams.h"
+
+namespace openneuron::integration {
+namespace {
+
+// Longer chains are flushed: one kernel's arguments stay few, and a chain's
+// held results do not pile up.
+constexpr size_t kMaxHeld = 32;
+constexpr int kMaxDevices = 64;
+
+// A call held back. Results of earlier calls of the chain are referenced
+// by call, not held: the caller alone decides whether a result lives, and
+// one nobody holds when the chain runs is never written.
+struct Held {
+  const EagerOp* op = nullptr;
+  const c10::FunctionSchema* schema = nullptr;
+  std::vector<c10::IValue> args;  // a chain result's place left None
+  std::vector<int> result_of;     // per argument: the call whose result it is (-1: none)
+  std::vector<TensorKey> keys;    // its neuron tensors as at the call (arguments, then result)
+  bool fresh = false;             // the result is new (a functional call), else it is `self`
+  c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> result{
+      c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
+  at::Tensor self;       // an in-place call's result
+  c10::Storage storage;  // the result's memory, kept for a later call that reads it unfused
+  c10::DispatchKeySet key_set;
+  std::string single_json;  // the call's own kernel (run when it is not fused)
+  std::vector<int64_t> single_symbols;
+};
+
+struct Chain {
+  std::mutex mutex;
+  std::vector<Held> calls;
+  c10::Stream stream{c10::Stream::DEFAULT, c10::Device(kNeuron, 0)};
+  std::vector<int64_t> shape;
+  std::vector<TensorKey> read, written;
+  std::vector<int> writer;  // per written key, the call that last wrote it
+};
+
+struct Stats {
+  std::atomic<int64_t> held{0}, chains{0}, fused_kernels{0}, fused_calls{0}, unfused{0}, dead_results{0};
+};
+
+Stats& stats() {
+  static auto* s = new Stats();
+  return *s;
+}
+
+std::atomic<int64_t> g_pending{0};  // calls held on every device
+thread_local bool t_flushing = false;
+
+Chain& chain(c10::DeviceIndex device) {
+  static std::array<std::atomic<Chain*>, kMaxDevices> chains{};
+  TORCH_INTERNAL_ASSERT(device >= 0 && device < kMaxDevices);
+  Chain* c = chains[device].load();
+  if (!c) {
+    auto* fresh = new Chain();  // leaked: held work may run during exit
+    if (!chains[device].compare_exchange_strong(c, fresh)) delete fresh;
+    else c = fresh;
+  }
+  return *c;
+}
+
+bool is_neuron(const c10::IValue& v) {
+  return v.isTensor() && v.toTensor().defined() && v.toTensor().device().type() == kNeuron;
+}
+
+// Arguments a held call can take: dense neuron tensors seen as they are
+// (no lazy conjugate or negation), Python numbers, other values.
+bool holdable_arguments(c10::ArrayRef<c10::IValue> args) {
+  for (const auto& v : args) {
+    if (v.isTensorList() || v.isList() && !v.isIntList() && !v.isBoolList() && !v.isDoubleList()) return false;
+    if (!v.isTensor() || !v.toTensor().defined()) continue;
+    const at::Tensor& t = v.toTensor();
+    if (t.device().type() != kNeuron) {
+      if (!t.unsafeGetTensorImpl()->is_wrapped_number()) return false;
+      continue;
+    }
+    if (t.layout() != c10::kStrided || t.is_conj() || t.is_neg() || t.is_quantized()) return false;
+  }
+  return true;
+}
+
+// Whether a call reading `reads` and writing `write` may join the chain:
+// memory the chain writes is read and written through one view only, so a
+// fused kernel sees every element where eager would.
+bool conflicts(const Chain& ch, const std::vector<TensorKey>& reads, const TensorKey& write) {
+  for (const auto& r : reads)
+    for (const auto& w : ch.written)
+      if (w.storage == r.storage && !(w == r)) return true;
+  for (const auto* list : {&ch.read, &ch.written})
+    for (const auto& t : *list)
+      if (t.storage == write.storage && !(t == write)) return true;
+  return false;
+}
+
+void add_key(std::vector<TensorKey>& keys, const TensorKey& k) {
+  for (const auto& e : keys)
+    if (e == k) return;
+  keys.push_back(k);
+}
+
+// Whether the call reads a result of the chain. One that does not starts a
+// chain of its own: chains then follow the program's dependencies (a loop's
+// iterations are not run together, cut wherever the length limit falls,
+// which would give every cut its own kernel).
+bool depends_on(const Chain& ch, const std::vector<TensorKey>& reads) {
+  for (const auto& r : reads)
+    for (const auto& w : ch.written)
+      if (w == r) return true;
+  return false;
+}
+
+// A tensor over `storage` seen as `k` (a result's surrogate once its
+// tensor is gone, or a tensor as it was before an in-place view op).
+at::Tensor seen_as(const c10::Storage& storage, const TensorKey& k, c10::DispatchKeySet ks) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(storage), ks, c10::scalarTypeToTypeMeta(k.dtype));
+  impl->set_sizes_and_strides(k.sizes, k.strides, k.offset);
+  return at::Tensor(std::move(impl));
+}
+
+at::Tensor as_held(const at::Tensor& t, const TensorKey& k) {
+  return key_of(t) == k ? t : seen_as(t.storage(), k, t.key_set());
+}
+
+// The chain's calls with their tensors back: results as their tensors (or
+// surrogates, when nobody holds them: `store` false), arguments as they
+// were at the call.
+std::vector<HeldCall> materialize(const std::vector<Held>& calls) {
+  std::vector<HeldCall> out(calls.size());
+  for (size_t c = 0; c < calls.size(); ++c) {
+    const Held& h = calls[c];
+    HeldCall& call = out[c];
+    call.op = h.op;
+    call.schema = h.schema;
+    if (!h.fresh) {
+      call.out = as_held(h.self, h.keys.back());
+    } else if (auto alive = h.result.lock()) {
+      call.out = as_held(at::Tensor(std::move(alive)), h.keys.back());
+    } else {
+      // Nobody holds the tensor; another view of its memory still counts.
+      call.store = h.storage.use_count() > 1;
+      call.out = seen_as(h.storage, h.keys.back(), h.key_set);
+    }
+    call.args = h.args;
+    size_t j = 0;
+    for (size_t i = 0; i < call.args.size(); ++i) {
+      if (h.result_of[i] >= 0) {
+        call.args[i] = out[h.result_of[i]].out;
+        ++j;
+      } else if (is_neuron(call.args[i])) {
+        call.args[i] = as_held(call.args[i].toTensor(), h.keys[j++]);
+      }
+    }
+  }
+  return out;
+}
+
+std::string chain_name(const std::vector<HeldCall>& calls) {
+  std::string name = "fused(" + std::to_string(calls.size()) + "):";
+  for (const HeldCall& c : calls) name += " " + c.op->name.substr(6);
+  return name;
+}
+
+// The call's own kernel: its graph's tensors are its result, then its
+// neuron tensor arguments in order (eager_graph.h).
+void run_alone(const Held& h, const HeldCall& call, c10::DeviceIndex device) {
+  EagerGraph g;
+  g.json = h.single_json;
+  g.symbols = h.single_symbols;
+  g.operands.push_back(call.out);
+  for (size_t i = 0; i < call.args.size(); ++i)
+    if (!(h.op->form == EagerOp::Form::InPlace && static_cast<int>(i) == h.op->out_arg) && is_neuron(call.args[i]))
+      g.operands.push_back(call.args[i].toTensor());
+  const bool ok = launch_eager_graph(h.op->name, g, device);
+  TORCH_INTERNAL_ASSERT(ok, "held call ", h.op->name, " lost its kernel");
+}
+
+void run_chain(const std::vector<Held>& held, c10::DeviceIndex device) {
+  Stats& s = stats();
+  ++s.chains;
+  std::vector<HeldCall> calls = materialize(held);
+  bool used = false;  // nothing can observe a chain whose results nobody holds
+  for (const auto& c : calls) used |= c.store;
+  if (!used) {
+    s.dead_results += static_cast<int64_t>(calls.size());
+    return;
+  }
+  if (calls.size() > 1) {
+    for (const auto& c : calls) s.dead_results += !c.store;
+    std::string why;
+    auto fused = fused_graph(calls, calls[0].out.sizes(), &why);
+    // An in-place call stores over memory the chain also reads as an
+    // input: only one kernel, reading each element before writing it, may
+    // run such a graph (several would run in order, a later one reading
+    // what an earlier one stored).
+    bool in_place = false;
+    for (const auto& c : calls) in_place |= c.op->form == EagerOp::Form::InPlace;
+    if (fused && launch_eager_graph(chain_name(calls), *fused, device, in_place ? 1 : 0)) {
+      ++s.fused_kernels;
+      s.fused_calls += static_cast<int64_t>(calls.size());
+      return;
+    }
+    ++s.unfused;
+  }
+  for (size_t c = 0; c < calls.size(); ++c) run_alone(held[c], calls[c], device);
+}
+
+// Runs the chain's calls, on the stream they were made on.
+void flush_locked(Chain& ch, c10::DeviceIndex device) {
+  if (ch.calls.empty()) return;
+  std::vector<Held> calls = std::move(ch.calls);
+  ch.calls.clear();
+  ch.read.clear();
+  ch.written.clear();
+  ch.writer.clear();
+  g_pending -= static_cast<int64_t>(calls.size());
+  const bool was_flushing = t_flushing;
+  t_flushing = true;
+  const c10::Stream previous = exchange_stream(ch.stream);
+  try {
+    run_chain(calls, device);
+  } catch (...) {
+    exchange_stream(previous);
+    t_flushing = was_flushing;
+    throw;
+  }
+  exchange_stream(previous);
+  t_flushing = was_flushing;
+}
+
+void flush_device(c10::DeviceIndex device) {
+  Chain& ch = chain(device);
+  std::lock_guard<std::mutex> lock(ch.mutex);
+  flush_locked(ch, device);
+}
+
+}  // namespace
+
+bool hold_for_fusion(const c10::OperatorHandle& op, const OpInfo&, c10::DeviceIndex device,
+                     torch::jit::Stack* stack) {
+  if (t_flushing || !settings().eager_fusion || !settings().eager_kernels) return false;
+  const EagerOp& e = eager_op(op);
+  if (e.family != EagerOp::Family::Pointwise || e.form == EagerOp::Form::Out || e.results != 1) return false;
+  const auto& schema = op.schema();
+  const size_t num_args = schema.arguments().size();
+  c10::ArrayRef<c10::IValue> args(stack->data() + stack->size() - num_args, num_args);
+  if (!holdable_arguments(args)) return false;
+  const bool in_place = e.form == EagerOp::Form::InPlace;
+  if (in_place && (!is_neuron(args[e.out_arg]) || !eager_overlap_is_safe(e, args, args[e.out_arg].toTensor())))
+    return false;
+  Chain& ch = chain(device);
+  std::lock_guard<std::mutex> lock(ch.mutex);
+  std::vector<at::Tensor> outs = eager_outputs(op, e, device, args);  // raises here, at the call
+  const at::Tensor& out = outs[0];
+  if (!out.defined() || out.numel() == 0) return false;
+  std::string why;
+  auto single = eager_graph(e, schema, args, outs, &why);
+  if (!single || !has_eager_kernel(e.name, *single, device)) return false;
+
+  Held h;
+  for (const auto& v : args)
+    if (is_neuron(v)) h.keys.push_back(key_of(v.toTensor()));
+  std::vector<TensorKey> reads = h.keys;
+  h.keys.push_back(key_of(out));
+  const c10::Stream stream = current_stream(device);
+  if (!ch.calls.empty() &&
+      (ch.stream != stream || out.sizes() != c10::IntArrayRef(ch.shape) || !depends_on(ch, reads) ||
+       conflicts(ch, reads, h.keys.back())))
+    flush_locked(ch, device);
+  if (ch.calls.empty()) {
+    ch.stream = stream;
+    ch.shape = out.sizes().vec();
+  }
+  h.op = &e;
+  h.schema = &schema;
+  h.args.assign(args.begin(), args.end());
+  h.result_of.assign(args.size(), -1);
+  for (size_t i = 0, j = 0; i < args.size(); ++i) {
+    if (!is_neuron(args[i])) continue;
+    const TensorKey& k = h.keys[j++];
+    for (size_t w = 0; w < ch.written.size(); ++w)
+      if (ch.written[w] == k) {
+        h.result_of[i] = ch.writer[w];
+        h.args[i] = c10::IValue();
+      }
+  }
+  for (const auto& k : reads) add_key(ch.read, k);
+  bool rewritten = false;
+  for (size_t w = 0; w < ch.written.size(); ++w)
+    if (ch.written[w] == h.keys.back()) {
+      ch.writer[w] = static_cast<int>(ch.calls.size());
+      rewritten = true;
+    }
+  if (!rewritten) {
+    ch.written.push_back(h.keys.back());
+    ch.writer.push_back(static_cast<int>(ch.calls.size()));
+  }
+  h.fresh = !in_place;
+  if (h.fresh) h.result = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>(out.getIntrusivePtr());
+  else h.self = out;
+  h.storage = out.storage();
+  h.key_set = out.key_set();
+  h.single_json = std::move(single->json);
+  h.single_symbols = std::move(single->symbols);
+  ch.calls.push_back(std::move(h));
+  ++g_pending;
+  ++stats().held;
+  if (ch.calls.size() >= kMaxHeld) flush_locked(ch, device);
+  torch::jit::drop(*stack, num_args);
+  stack->emplace_back(std::move(outs[0]));
+  return true;
+}
+
+bool hold_copy_for_fusion(at::Tensor& dst, const at::Tensor& src) {
+  static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
+  if (t_flushing || !settings().eager_fusion) return false;
+  torch::jit::Stack stack{dst, src, false};
+  return hold_for_fusion(op, op_info(op), dst.device().index(), &stack);
+}
+
+void flush_held_calls(c10::DeviceIndex device) {
+  if (g_pending.load(std::memory_order_acquire) == 0 || t_flushing) return;
+  if (device >= 0) {
+    flush_device(device);
+    return;
+  }
+  for (c10::DeviceIndex d = 0; d < device_count() && d < kMaxDevices; ++d) flush_device(d);
+}
+
+bool eager_fusion_enabled() { return settings().eager_fusion; }
+
+void set_eager_fusion(bool enabled) {
+  flush_held_calls(-1);
+  set_eager_fusion_setting(enabled);
+}
+
+EagerFusionStats eager_fusion_stats() {
+  Stats& s = stats();
+  return {s.held.load(), s.chains.load(), s.fused_kernels.load(), s.fused_calls.load(), s.unfused.load(),
+          s.dead_results.load()};
+}
+
+void reset_eager_fusion_stats() {
+  Stats& s = stats();
+  s.held = s.chains = s.fused_kernels = s.fused_calls = s.unfused = s.dead_results = 0;
+}
+
+}  // namespace openneuron::integration
