@@ -227,19 +227,23 @@ void flush_locked(Chain& ch, c10::DeviceIndex device) {
   ch.read.clear();
   ch.written.clear();
   ch.writer.clear();
-  g_pending -= static_cast<int64_t>(calls.size());
   const bool was_flushing = t_flushing;
   t_flushing = true;
   const c10::Stream previous = exchange_stream(ch.stream);
+  // Counted as pending until launched: another thread's flush must not
+  // find nothing held and read memory these kernels are about to write.
+  auto done = [&] {
+    exchange_stream(previous);
+    t_flushing = was_flushing;
+    g_pending -= static_cast<int64_t>(calls.size());
+  };
   try {
     run_chain(calls, device);
   } catch (...) {
-    exchange_stream(previous);
-    t_flushing = was_flushing;
+    done();
     throw;
   }
-  exchange_stream(previous);
-  t_flushing = was_flushing;
+  done();
 }
 
 void flush_device(c10::DeviceIndex device) {

@@ -1,0 +1,149 @@
+"""Adaptive Eager Execution (issue 27): pointwise eager ops are held back and
+fused into one kernel when their chain is flushed, with eager semantics kept.
+Each test runs in a fresh interpreter, on the protected driver (with
+OPENNEURON_CPU_FALLBACK=error where everything must be native) and on host;
+results are compared with CPU eager and with fusion turned off."""
+import pytest
+
+from conftest import run_python
+
+DRIVERS = {
+    "protected": {"OPENNEURON_DRIVER": "protected", "OPENNEURON_CPU_FALLBACK": "error"},
+    "host": {"OPENNEURON_DRIVER": "host"},
+}
+
+PRELUDE = """
+    import threading, torch
+    from openneuron import _C
+    def stats():
+        return _C._eager_fusion_stats()
+    def fused_since(before):
+        return stats()["fused_kernels"] - before["fused_kernels"]
+    torch.manual_seed(0)
+    x, y = torch.randn(64, 33), torch.randn(33)
+    nx, ny = x.to("neuron"), y.to("neuron")
+"""
+
+
+@pytest.fixture(params=sorted(DRIVERS))
+def env(request, tmp_path):
+    return DRIVERS[request.param] | {"OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path)}
+
+
+def test_chain_fuses_into_one_kernel_and_matches_cpu(env):
+    run_python(PRELUDE + """
+    def f(a, b):
+        t = a * 0.5 + b
+        return (torch.tanh(t) * t - 1.0).abs()
+    s0 = stats()
+    r = f(nx, ny)
+    assert stats()["held"] > s0["held"]
+    out = r.cpu()                        # a host read flushes the chain
+    assert fused_since(s0) == 1, stats()
+    torch.testing.assert_close(out, f(x, y))
+    assert stats()["dead_results"] - s0["dead_results"] >= 4   # intermediates never written
+    # Off: the same values op by op (the user switch for bitwise parity).
+    _C._set_eager_fusion(False)
+    s1 = stats()
+    torch.testing.assert_close(f(nx, ny).cpu(), out)
+    assert stats()["held"] == s1["held"]
+    _C._set_eager_fusion(True)
+    """, env=env)
+
+
+def test_views_inplace_and_aliasing_see_eager_values(env):
+    run_python(PRELUDE + """
+    a, na = x.clone(), nx.clone()
+    # In-place chain on one tensor, then a read through a view of it.
+    a.mul_(2).add_(1).sin_(); na.mul_(2).add_(1).sin_()
+    torch.testing.assert_close(na[:, 3].cpu(), a[:, 3])
+    # An intermediate the user keeps is written; a view taken mid-chain sees it.
+    t = nx + 1; v = t[:, :5]; u = t * 3; t.add_(10)
+    torch.testing.assert_close(v.cpu(), (x + 11)[:, :5])
+    torch.testing.assert_close(u.cpu(), (x + 1) * 3)
+    # A view of held memory read by a later op (another view): eager values.
+    b, nb = x.clone(), nx.clone()
+    b.mul_(3); nb.mul_(3)
+    c = b.t() + 1; nc = nb.t() + 1
+    b.add_(5); nb.add_(5)
+    torch.testing.assert_close(nc.cpu(), c)
+    torch.testing.assert_close(nb.cpu(), b)
+    # An in-place view op between held calls (metadata changes later).
+    w = nx * 2; w2 = w + 1; w.t_()
+    torch.testing.assert_close(w2.cpu(), x * 2 + 1)
+    torch.testing.assert_close(w.cpu(), (x * 2).t())
+    # Casts join chains.
+    h = (nx * 2).half() + 1
+    torch.testing.assert_close(h.cpu(), (x * 2).half() + 1)
+    """, env=env)
+
+
+def test_errors_raise_at_the_op_that_causes_them(env):
+    run_python(PRELUDE + """
+    t = nx * 2
+    u = t + 1
+    try:
+        t + torch.ones(5, device="neuron")      # a shape error mid-chain
+    except RuntimeError as e:
+        assert "must match" in str(e), e
+    else:
+        raise AssertionError("no error")
+    idx = torch.tensor([0, 99], device="neuron")
+    v = u.exp()
+    try:
+        torch.index_select(v, 0, idx)            # an out-of-range index after a chain
+        torch.neuron.synchronize()
+    except (RuntimeError, IndexError) as e:
+        assert "index" in str(e).lower(), e
+    else:
+        raise AssertionError("no error")
+    torch.testing.assert_close(v.cpu(), (x * 2 + 1).exp())  # the chain's values are intact
+    """, env=env | {"OPENNEURON_CPU_FALLBACK": "silent"})
+
+
+def test_autograd_no_grad_hooks_and_streams(env):
+    run_python(PRELUDE + """
+    # Autograd through fused ops: gradients match CPU.
+    xa, na_ = x.clone().requires_grad_(), nx.clone().requires_grad_()
+    seen = []
+    na_.register_hook(lambda g: seen.append(g.shape))
+    def f(a):
+        t = torch.exp(a * 0.5) * a + 0.25
+        return (t * t).sum()
+    f(xa).backward(); f(na_).backward()
+    torch.testing.assert_close(na_.grad.cpu(), xa.grad)
+    assert seen == [x.shape]
+    with torch.no_grad():
+        r = (nx * 3).relu() - 1
+    torch.testing.assert_close(r.cpu(), (x * 3).relu() - 1)
+    # A chain on a side stream: the default stream waits for it by event.
+    s = torch.neuron.Stream()
+    with torch.neuron.stream(s):
+        z = (nx + 1) * 2
+    torch.neuron.current_stream().wait_stream(s)
+    torch.testing.assert_close(z.cpu(), (x + 1) * 2)
+    # Many threads on one device: each one's chain gives its own values.
+    errors = []
+    def work(k):
+        try:
+            for _ in range(20):
+                out = ((nx + k) * 2).sin().cpu()
+                torch.testing.assert_close(out, ((x + k) * 2).sin())
+        except Exception as e:
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads: t.start()
+    for t in threads: t.join()
+    assert not errors, errors
+    """, env=env)
+
+
+def test_fused_kernels_are_cached_per_chain_not_per_shape(env):
+    run_python(PRELUDE + """
+    torch.neuron.reset_eager_kernel_report()
+    for n in (7, 100, 1000):
+        a = torch.randn(n, 3).to("neuron")
+        (torch.exp(a) * 2 + 1).cpu()
+    fused = [r for r in torch.neuron.eager_kernel_report() if r["op"].startswith("fused")]
+    assert len(fused) == 1 and fused[0]["kernels"] == 1 and fused[0]["launches"] == 3, fused
+    """, env=env)
