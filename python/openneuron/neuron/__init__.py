@@ -50,7 +50,11 @@ from .random import (
 )
 from .reports import (
     fallback_policy,
+    eager_fusion_stats,
     eager_kernel_report,
+    is_eager_fusion_enabled,
+    reset_eager_fusion_stats,
+    set_eager_fusion,
     fallback_report,
     format_fallback_report,
     reset_eager_kernel_report,

@@ -47,6 +47,28 @@ def reset_eager_kernel_report() -> None:
     _C._reset_eager_kernel_report()
 
 
+def set_eager_fusion(enabled: bool) -> None:
+    """Turns Adaptive Eager Execution on or off for the process (held calls
+    run first). Off: every eager op runs alone, bitwise as without fusion."""
+    _C._set_eager_fusion(bool(enabled))
+
+
+def is_eager_fusion_enabled() -> bool:
+    return _C._eager_fusion_enabled()
+
+
+def eager_fusion_stats() -> dict:
+    """Counts since the last reset: calls held, chains run, fused kernels
+    (chains of two or more calls run as one kernel), the calls in them,
+    unfused chains (fusion declined: ran call by call) and results never
+    written because nobody held them."""
+    return _C._eager_fusion_stats()
+
+
+def reset_eager_fusion_stats() -> None:
+    _C._reset_eager_fusion_stats()
+
+
 def format_fallback_report() -> str:
     rows = sorted(fallback_report(), key=lambda r: -r["seconds"])
     if not rows:
