@@ -8,5 +8,9 @@ namespace openneuron::compiler {
 
 // Entry points: gemm_f32, gemm_f64 (see the source for their arguments).
 extern const char* const kCppLibrarySource;
+// Indexing, scan and loss kernels (cpp_library_indexing.cc): index_select,
+// gather, scatter, embedding_backward, nll_loss_forward/backward, scan,
+// arg_extreme, ramp; one entry per dtype (_f32, _i64, ...) or element size (_e4).
+extern const char* const kCppIndexingLibrarySource;
 
 }  // namespace openneuron::compiler

@@ -28,7 +28,9 @@ std::array<int64_t, 3> CppTarget::launch_grid(const KernelGroup&) const {
   return {0, 1, 1};
 }
 
-std::string CppTarget::library_source() const { return kCppLibrarySource; }
+std::string CppTarget::library_source() const {
+  return std::string(kCppLibrarySource) + kCppIndexingLibrarySource;
+}
 
 std::vector<std::pair<std::string, std::string>> CppTarget::cache_key_parts() const {
   const Toolchain& tc = toolchain();

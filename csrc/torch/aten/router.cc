@@ -23,6 +23,7 @@
 #include "torch/aten/eager/eager_fusion.h"
 #include "torch/aten/eager/eager_kernel.h"
 #include "torch/aten/eager/foreach.h"
+#include "torch/aten/eager/indexing_ops.h"
 #include "torch/aten/op_info.h"
 #include "torch/aten/router.h"
 #include "torch/aten/host/cpu_allocation_redirect.h"
@@ -217,7 +218,7 @@ void route_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet,
     if (!info.force_cpu_fallback && !host_addressable() && !has_layout_tensors(*stack, op.schema()) &&
         settings().eager_kernels &&
         (run_eager_kernel(op, info, device, stack) || run_foreach_per_tensor(op, stack) ||
-         run_cat_as_copies(op, device, stack)))
+         run_cat_as_copies(op, device, stack) || run_library_op(op, device, stack)))
       return;
     run_on_cpu_with_copies(op, info, stack);
     return;

@@ -1,6 +1,7 @@
 #include "torch/aten/eager/eager_graph.h"
 
 #include <ATen/WrapDimUtilsMulti.h>
+#include <ATen/ops/_local_scalar_dense_native.h>
 
 #include <cctype>
 #include <cmath>
@@ -286,7 +287,8 @@ bool call_text(const EagerOp& op, const c10::FunctionSchema& schema, c10::ArrayR
         *why = "a CPU tensor argument";
         return false;
       }
-      text = b.scalar(t.item());
+      // Read in place: item() would dispatch (a dispatch mode sees a number).
+      text = b.scalar(at::native::_local_scalar_dense_cpu(t));
     } else if (static_cast<int>(i) == op.dim_arg) {
       std::string dims = "[";
       int count = 0, last = -1;

@@ -261,7 +261,16 @@ std::vector<at::Tensor> outputs_of(const c10::OperatorHandle& op, const EagerOp&
   }
   torch::jit::Stack meta;
   meta.reserve(args.size());
-  for (const auto& v : args) meta.push_back(is_neuron(v) ? c10::IValue(meta_like(v.toTensor())) : v);
+  for (const auto& v : args) {
+    if (v.isTensorList()) {  // cat, stack: their meta kernels must not see device tensors
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : v.toTensorList())
+        list.push_back(t.defined() && t.device().type() == kNeuron ? meta_like(t) : t);
+      meta.emplace_back(std::move(list));
+      continue;
+    }
+    meta.push_back(is_neuron(v) ? c10::IValue(meta_like(v.toTensor())) : v);
+  }
   try {
     if (meta_function)
       meta_function->callBoxed(op, c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);

@@ -1,0 +1,415 @@
+#include "torch/aten/eager/indexing_ops.h"
+
+#include <ATen/WrapDimUtils.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "torch/aten/eager/eager_kernel.h"
+#include "torch/aten/eager/eager_op.h"
+#include "torch/aten/eager/library_kernels.h"
+#include "torch/runtime/compiled_kernels.h"
+#include "torch/runtime/device.h"
+
+namespace openneuron::integration {
+namespace {
+
+using Args = c10::ArrayRef<c10::IValue>;
+
+const char* type_suffix(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "f32";
+    case at::kDouble: return "f64";
+    case at::kLong: return "i64";
+    case at::kInt: return "i32";
+    case at::kShort: return "i16";
+    case at::kChar: return "i8";
+    case at::kByte: return "u8";
+    default: return nullptr;
+  }
+}
+
+bool float_type(at::ScalarType t) { return t == at::kFloat || t == at::kDouble; }
+
+int64_t bits(double v) {
+  int64_t out;
+  std::memcpy(&out, &v, sizeof out);
+  return out;
+}
+
+// A neuron tensor of `like`'s device.
+at::Tensor empty_on(const at::Tensor& like, c10::IntArrayRef sizes, at::ScalarType dtype) {
+  std::vector<int64_t> strides(sizes.size(), 1);
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * std::max<int64_t>(sizes[d + 1], 1);
+  return empty_compiled_buffer(sizes, strides, dtype, like.device().index());
+}
+
+// `t` as a contiguous tensor (a device copy when it is not one).
+at::Tensor dense(const at::Tensor& t) {
+  if (t.is_contiguous() && !t.is_conj() && !t.is_neg()) return t;
+  at::Tensor out = empty_on(t, t.sizes(), t.scalar_type());
+  TORCH_CHECK(copy_as_eager_kernel(out, t), "neuron: could not make a contiguous copy on the device");
+  return out;
+}
+
+at::Tensor as_type(const at::Tensor& t, at::ScalarType dtype) {
+  if (t.scalar_type() == dtype) return dense(t);
+  at::Tensor out = empty_on(t, t.sizes(), dtype);
+  TORCH_CHECK(copy_as_eager_kernel(out, t), "neuron: could not convert on the device");
+  return out;
+}
+
+struct Launch {
+  c10::DeviceIndex device;
+  int64_t kernel = -1;
+  bool ok() const { return kernel >= 0; }
+};
+
+Launch find(c10::DeviceIndex device, const std::string& entry) { return {device, library_kernel(device, entry)}; }
+
+// The error word a kernel sets for an index out of range, zeroed.
+at::Tensor error_word(const at::Tensor& like) {
+  at::Tensor err = empty_on(like, {2}, at::kLong);
+  err.zero_();
+  return err;
+}
+
+// The index the kernel found out of range, if any (waits for the kernel).
+std::optional<int64_t> bad_index(const at::Tensor& err) {
+  const at::Tensor host = err.cpu();
+  const int64_t* v = host.const_data_ptr<int64_t>();
+  if (!v[0]) return std::nullopt;
+  return v[1];
+}
+
+int64_t prod(c10::IntArrayRef sizes, int64_t from, int64_t to) {
+  int64_t n = 1;
+  for (int64_t d = from; d < to; ++d) n *= sizes[d];
+  return n;
+}
+
+// Coordinates of `shape` (rank <= 8) and strides of `tensors` (each seen in
+// that shape), in the kernels' Coords layout.
+std::optional<std::vector<int64_t>> coords(int64_t dim, c10::IntArrayRef shape,
+                                           std::initializer_list<const at::Tensor*> tensors) {
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  if (rank > 8) return std::nullopt;
+  std::vector<int64_t> s(10 + 8 * tensors.size(), 0);
+  s[0] = std::max<int64_t>(rank, 1);
+  s[1] = rank ? dim : 0;
+  for (int d = 0; d < 8; ++d) s[2 + d] = d < rank ? shape[d] : 1;
+  size_t t = 0;
+  for (const at::Tensor* x : tensors) {
+    for (int64_t d = 0; d < x->dim() && d < 8; ++d) s[10 + t * 8 + d] = x->stride(d);
+    ++t;
+  }
+  return s;
+}
+
+void finish(torch::jit::Stack* stack, size_t num_args, std::vector<at::Tensor> outs) {
+  torch::jit::drop(*stack, num_args);
+  for (auto& t : outs) stack->emplace_back(std::move(t));
+}
+
+using Handler = std::function<bool(const c10::OperatorHandle&, c10::DeviceIndex, torch::jit::Stack*)>;
+
+Args args_of(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t n = op.schema().arguments().size();
+  return Args(stack->data() + stack->size() - n, n);
+}
+
+// index_select(self, dim, index) and embedding(weight, indices, ...).
+bool index_select(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack, bool embedding) {
+  Args args = args_of(op, stack);
+  const at::Tensor& self = args[0].toTensor();
+  const at::Tensor& index = embedding ? args[1].toTensor() : args[2].toTensor();
+  if (index.scalar_type() != at::kLong && index.scalar_type() != at::kInt) return false;
+  const size_t element = self.element_size();
+  const std::string entry = "index_select_e" + std::to_string(element);
+  Launch k = find(device, entry);
+  if (!k.ok()) return false;
+  std::vector<at::Tensor> outs = eager_outputs(op, eager_op(op), device, args);
+  at::Tensor out = outs[0];
+  if (!out.is_contiguous()) return false;
+  const int64_t dim = embedding ? 0 : c10::maybe_wrap_dim(args[1].toInt(), std::max<int64_t>(self.dim(), 1));
+  if (out.numel() > 0) {
+    const at::Tensor src = dense(self), idx = dense(index);
+    const c10::IntArrayRef sizes = self.dim() ? self.sizes() : c10::IntArrayRef({1});
+    at::Tensor err = error_word(out);
+    launch_compiled_kernel(k.kernel, {src, idx, out, err},
+                           {prod(sizes, 0, dim), sizes[dim], prod(sizes, dim + 1, sizes.size()), idx.numel(),
+                            index.scalar_type() == at::kInt});
+    if (auto bad = bad_index(err)) {
+      if (embedding) TORCH_CHECK_INDEX(false, "index out of range in self");
+      TORCH_CHECK_INDEX(false, "index_select(): index ", *bad, " out of range for tensor of size ", self.sizes(),
+                        " at dimension ", dim);
+    }
+  }
+  finish(stack, args.size(), std::move(outs));
+  return true;
+}
+
+// embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
+bool embedding_backward(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack) {
+  Args args = args_of(op, stack);
+  const at::Tensor& grad = args[0].toTensor();
+  if (!float_type(grad.scalar_type())) return false;
+  Launch k = find(device, std::string("embedding_backward_") + type_suffix(grad.scalar_type()));
+  if (!k.ok()) return false;
+  std::vector<at::Tensor> outs = eager_outputs(op, eager_op(op), device, args);
+  at::Tensor out = outs[0];
+  if (!out.is_contiguous() || out.dim() != 2) return false;
+  const at::Tensor idx = as_type(args[1].toTensor(), at::kLong);
+  const at::Tensor g = dense(grad);
+  at::Tensor err = error_word(out);
+  launch_compiled_kernel(k.kernel, {g, idx, out, err},
+                         {idx.numel(), out.size(1), out.size(0), args[3].toInt(), args[4].toBool()});
+  if (bad_index(err)) TORCH_CHECK_INDEX(false, "index out of range in self");
+  finish(stack, args.size(), std::move(outs));
+  return true;
+}
+
+// gather(self, dim, index, sparse_grad)
+bool gather(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack) {
+  Args args = args_of(op, stack);
+  const at::Tensor& self = args[0].toTensor();
+  const at::Tensor& index = args[2].toTensor();
+  Launch k = find(device, "gather_e" + std::to_string(self.element_size()));
+  if (!k.ok() || index.scalar_type() != at::kLong || self.is_conj() || self.is_neg()) return false;
+  std::vector<at::Tensor> outs = eager_outputs(op, eager_op(op), device, args);
+  at::Tensor out = outs[0];
+  const int64_t dim = c10::maybe_wrap_dim(args[1].toInt(), std::max<int64_t>(self.dim(), 1));
+  auto s = coords(dim, index.sizes(), {&self, &index, &out});
+  if (!s) return false;
+  if (index.numel() > 0) {
+    s->push_back(self.dim() ? self.size(dim) : 1);
+    at::Tensor err = error_word(out);
+    launch_compiled_kernel(k.kernel, {self, index, out, err}, *s);
+    if (auto bad = bad_index(err))
+      TORCH_CHECK_INDEX(false, "index ", *bad, " is out of bounds for dimension ", dim, " with size ",
+                        self.dim() ? self.size(dim) : 1);
+  }
+  finish(stack, args.size(), std::move(outs));
+  return true;
+}
+
+// scatter.src / scatter.value / scatter_add, functional and in place.
+bool scatter(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack, int mode) {
+  Args args = args_of(op, stack);
+  const EagerOp& e = eager_op(op);
+  const at::Tensor& self = args[0].toTensor();
+  const at::Tensor& index = args[2].toTensor();
+  const char* suffix = type_suffix(self.scalar_type() == at::kBool && mode != 1 ? at::kByte : self.scalar_type());
+  if (!suffix || index.scalar_type() != at::kLong) return false;
+  Launch k = find(device, std::string("scatter_") + suffix);
+  if (!k.ok()) return false;
+  const bool value = mode == 2;
+  if (!value && (args[3].toTensor().scalar_type() != self.scalar_type() || args[3].toTensor().is_conj())) return false;
+  std::vector<at::Tensor> outs = eager_outputs(op, e, device, args);
+  at::Tensor out = outs[0];
+  if (e.form == EagerOp::Form::Functional && out.numel() > 0 && !copy_as_eager_kernel(out, self)) return false;
+  const at::Tensor src = value ? out : args[3].toTensor();
+  const int64_t dim = c10::maybe_wrap_dim(args[1].toInt(), std::max<int64_t>(self.dim(), 1));
+  auto s = coords(dim, index.sizes(), {&out, &index, &src});
+  if (!s) return false;
+  if (index.numel() > 0) {
+    s->push_back(out.dim() ? out.size(dim) : 1);
+    s->push_back(mode);
+    s->push_back(bits(value ? args[3].toScalar().toDouble() : 0.0));
+    at::Tensor err = error_word(out);
+    launch_compiled_kernel(k.kernel, {out, index, src, err}, *s);
+    if (auto bad = bad_index(err))
+      TORCH_CHECK_INDEX(false, "index ", *bad, " is out of bounds for dimension ", dim, " with size ",
+                        out.dim() ? out.size(dim) : 1);
+  }
+  finish(stack, args.size(), std::move(outs));
+  return true;
+}
+
+// nll_loss_forward(self, target, weight, reduction, ignore_index) -> (output, total_weight)
+bool nll_loss_forward(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack) {
+  Args args = args_of(op, stack);
+  const at::Tensor& self = args[0].toTensor();
+  if (!float_type(self.scalar_type()) || self.dim() > 2 || args[1].toTensor().scalar_type() != at::kLong) return false;
+  Launch k = find(device, std::string("nll_loss_forward_") + type_suffix(self.scalar_type()));
+  if (!k.ok()) return false;
+  std::vector<at::Tensor> outs = eager_outputs(op, eager_op(op), device, args);
+  const bool weighted = args[2].isTensor() && args[2].toTensor().defined();
+  if (weighted && args[2].toTensor().scalar_type() != self.scalar_type()) return false;
+  const at::Tensor x = dense(self), target = dense(args[1].toTensor());
+  const at::Tensor weight = weighted ? dense(args[2].toTensor()) : x;
+  const int64_t n = self.dim() == 2 ? self.size(0) : 1, c = self.size(-1);
+  at::Tensor err = error_word(x);
+  launch_compiled_kernel(k.kernel, {x, target, weight, outs[0], outs[1], err},
+                         {n, c, weighted, args[3].toInt(), args[4].toInt()});
+  if (auto bad = bad_index(err)) TORCH_CHECK_INDEX(false, "Target ", *bad, " is out of bounds.");
+  finish(stack, args.size(), std::move(outs));
+  return true;
+}
+
+// nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight)
+bool nll_loss_backward(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack) {
+  Args args = args_of(op, stack);
+  const at::Tensor& self = args[1].toTensor();
+  if (!float_type(self.scalar_type()) || self.dim() > 2 || args[2].toTensor().scalar_type() != at::kLong) return false;
+  Launch k = find(device, std::string("nll_loss_backward_") + type_suffix(self.scalar_type()));
+  if (!k.ok()) return false;
+  std::vector<at::Tensor> outs = eager_outputs(op, eager_op(op), device, args);
+  if (!outs[0].is_contiguous()) return false;
+  const bool weighted = args[3].isTensor() && args[3].toTensor().defined();
+  const at::Tensor go = dense(args[0].toTensor()), target = dense(args[2].toTensor());
+  const at::Tensor weight = weighted ? dense(args[3].toTensor()) : go;
+  const int64_t n = self.dim() == 2 ? self.size(0) : 1, c = self.size(-1);
+  at::Tensor err = error_word(go);
+  launch_compiled_kernel(k.kernel, {go, target, weight, dense(args[6].toTensor()), outs[0], err},
+                         {n, c, weighted, args[4].toInt(), args[5].toInt()});
+  if (auto bad = bad_index(err)) TORCH_CHECK_INDEX(false, "Target ", *bad, " is out of bounds.");
+  finish(stack, args.size(), std::move(outs));
+  return true;
+}
+
+// cumsum / cumprod (self, dim, dtype)
+bool scan(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack, int mode) {
+  Args args = args_of(op, stack);
+  const EagerOp& e = eager_op(op);
+  if (e.form != EagerOp::Form::Functional) return false;
+  std::vector<at::Tensor> outs = eager_outputs(op, e, device, args);
+  at::Tensor out = outs[0];
+  const char* suffix = type_suffix(out.scalar_type());
+  if (!suffix) return false;
+  Launch k = find(device, std::string("scan_") + suffix);
+  if (!k.ok()) return false;
+  const at::Tensor& self = args[0].toTensor();
+  if (out.numel() > 0) {
+    const at::Tensor x = as_type(self, out.scalar_type());
+    at::Tensor result = out.is_contiguous() ? out : empty_on(out, out.sizes(), out.scalar_type());
+    const int64_t dim = c10::maybe_wrap_dim(args[1].toInt(), std::max<int64_t>(self.dim(), 1));
+    const c10::IntArrayRef sizes = self.dim() ? self.sizes() : c10::IntArrayRef({1});
+    launch_compiled_kernel(k.kernel, {x, result},
+                           {prod(sizes, 0, dim), sizes[dim], prod(sizes, dim + 1, sizes.size()), mode});
+    if (!result.is_same(out)) TORCH_CHECK(copy_as_eager_kernel(out, result), "neuron: copy failed");
+  }
+  finish(stack, args.size(), std::move(outs));
+  return true;
+}
+
+// argmax / argmin (self, dim?, keepdim) and max.dim / min.dim (self, dim, keepdim)
+bool extreme(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack, int mode,
+             bool with_values) {
+  Args args = args_of(op, stack);
+  const at::Tensor& self = args[0].toTensor();
+  const char* suffix = type_suffix(self.scalar_type());
+  if (!suffix || eager_op(op).form != EagerOp::Form::Functional) return false;
+  Launch k = find(device, std::string("arg_extreme_") + suffix);
+  if (!k.ok()) return false;
+  std::vector<at::Tensor> outs = eager_outputs(op, eager_op(op), device, args);
+  for (const auto& t : outs)
+    if (!t.is_contiguous()) return false;
+  if (self.numel() > 0) {
+    const at::Tensor x = dense(self);
+    int64_t outer = 1, size = self.numel(), inner = 1;
+    if (!args[1].isNone() && self.dim() > 0) {
+      const int64_t dim = c10::maybe_wrap_dim(args[1].toInt(), self.dim());
+      outer = prod(self.sizes(), 0, dim);
+      size = self.size(dim);
+      inner = prod(self.sizes(), dim + 1, self.dim());
+    }
+    const at::Tensor values = with_values ? outs[0] : x;
+    const at::Tensor indices = with_values ? outs[1] : outs[0];
+    launch_compiled_kernel(k.kernel, {x, values, indices}, {outer, size, inner, mode, with_values});
+  }
+  finish(stack, args.size(), std::move(outs));
+  return true;
+}
+
+// arange.start_out(start, end, step, out) and linspace.out(start, end, steps, out)
+bool ramp(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack, bool linspace) {
+  Args args = args_of(op, stack);
+  const at::Tensor& out_arg = args[3].toTensor();
+  const char* suffix = type_suffix(out_arg.scalar_type());
+  if (!suffix || (linspace && !float_type(out_arg.scalar_type()))) return false;
+  for (int i = 0; i < 2; ++i)
+    if (!args[i].isScalar() || args[i].toScalar().isComplex()) return false;
+  Launch k = find(device, std::string("ramp_") + suffix);
+  if (!k.ok()) return false;
+  std::vector<at::Tensor> outs = eager_outputs(op, eager_op(op), device, args);
+  at::Tensor out = outs[0];
+  if (!out.is_contiguous()) return false;
+  const double start = args[0].toScalar().toDouble(), end = args[1].toScalar().toDouble();
+  const int64_t n = out.numel();
+  double step = linspace ? (n > 1 ? (end - start) / static_cast<double>(n - 1) : 0.0) : args[2].toScalar().toDouble();
+  if (n > 0) launch_compiled_kernel(k.kernel, {out}, {n, bits(start), bits(step), linspace, bits(end)});
+  finish(stack, args.size(), std::move(outs));
+  return true;
+}
+
+// stack(tensors, dim): one device copy per tensor into its slice.
+bool stack_op(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack) {
+  Args args = args_of(op, stack);
+  const auto tensors = args[0].toTensorVector();
+  for (const auto& t : tensors)
+    if (t.device().type() != kNeuron || t.is_conj() || t.is_neg()) return false;
+  std::vector<at::Tensor> outs = eager_outputs(op, eager_op(op), device, args);
+  at::Tensor out = outs[0];
+  for (const auto& t : tensors)
+    if (t.is_alias_of(out)) return false;
+  const int64_t dim = c10::maybe_wrap_dim(args[1].toInt(), out.dim());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    at::Tensor slice = out.select(dim, static_cast<int64_t>(i));
+    if (tensors[i].numel() > 0 && !copy_as_eager_kernel(slice, tensors[i])) return false;
+  }
+  finish(stack, args.size(), std::move(outs));
+  return true;
+}
+
+const std::unordered_map<std::string, Handler>& handlers() {
+  using namespace std::placeholders;
+  static const auto* table = new std::unordered_map<std::string, Handler>{
+      {"aten::index_select", [](auto& op, auto d, auto* s) { return index_select(op, d, s, false); }},
+      {"aten::embedding", [](auto& op, auto d, auto* s) { return index_select(op, d, s, true); }},
+      {"aten::embedding_dense_backward", embedding_backward},
+      {"aten::gather", gather},
+      {"aten::scatter.src", [](auto& op, auto d, auto* s) { return scatter(op, d, s, 0); }},
+      {"aten::scatter_.src", [](auto& op, auto d, auto* s) { return scatter(op, d, s, 0); }},
+      {"aten::scatter.value", [](auto& op, auto d, auto* s) { return scatter(op, d, s, 2); }},
+      {"aten::scatter_.value", [](auto& op, auto d, auto* s) { return scatter(op, d, s, 2); }},
+      {"aten::scatter_add", [](auto& op, auto d, auto* s) { return scatter(op, d, s, 1); }},
+      {"aten::scatter_add_", [](auto& op, auto d, auto* s) { return scatter(op, d, s, 1); }},
+      {"aten::nll_loss_forward", nll_loss_forward},
+      {"aten::nll_loss_backward", nll_loss_backward},
+      {"aten::cumsum", [](auto& op, auto d, auto* s) { return scan(op, d, s, 0); }},
+      {"aten::cumprod", [](auto& op, auto d, auto* s) { return scan(op, d, s, 1); }},
+      {"aten::argmax", [](auto& op, auto d, auto* s) { return extreme(op, d, s, 0, false); }},
+      {"aten::argmin", [](auto& op, auto d, auto* s) { return extreme(op, d, s, 1, false); }},
+      {"aten::max.dim", [](auto& op, auto d, auto* s) { return extreme(op, d, s, 0, true); }},
+      {"aten::min.dim", [](auto& op, auto d, auto* s) { return extreme(op, d, s, 1, true); }},
+      {"aten::arange.start_out", [](auto& op, auto d, auto* s) { return ramp(op, d, s, false); }},
+      {"aten::linspace.out", [](auto& op, auto d, auto* s) { return ramp(op, d, s, true); }},
+      {"aten::stack", stack_op},
+  };
+  return *table;
+}
+
+}  // namespace
+
+bool run_library_op(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const std::string name = schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+  const auto& table = handlers();
+  auto it = table.find(name);
+  if (it == table.end()) return false;
+  // The ops these kernels call (copies, zeroing, reading the error word)
+  // are the op's own work: a Python dispatch mode sees the op, not them.
+  c10::impl::ExcludeDispatchKeyGuard no_python(
+      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+  return it->second(op, device, stack);
+}
+
+}  // namespace openneuron::integration
