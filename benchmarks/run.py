@@ -62,6 +62,8 @@ def parse_args(argv=None):
     p.add_argument("--only", help="comma-separated workload names (or prefixes) to run")
     p.add_argument("--configs", default="cpu-eager,neuron-eager,cpu-inductor,neuron-compile",
                    help="comma-separated configuration keys (cpu-eager is the baseline of every ratio)")
+    p.add_argument("--driver", choices=("host", "protected"),
+                   help="the neuron configurations' driver (sets OPENNEURON_DRIVER; default: the environment's)")
     p.add_argument("--threads", type=int, help="intra-op threads (sets OMP_NUM_THREADS/MKL_NUM_THREADS too)")
     p.add_argument("--note", action="append", default=[], help="a note to print in the reports")
     return p.parse_args(argv)
@@ -108,6 +110,8 @@ def main(argv=None) -> int:
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(args.threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.driver:  # before torch loads OpenNeuron; probe servers inherit it
+        os.environ["OPENNEURON_DRIVER"] = args.driver
     started = datetime.datetime.now().astimezone()
     t_start = time.monotonic()
 

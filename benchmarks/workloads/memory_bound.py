@@ -1,5 +1,7 @@
 """Memory-bound chains: GELU written out as separate ops, LayerNorm, softmax,
-and an AdamW step over many small tensors.
+an RMSNorm with a SiLU gate, and an AdamW step over many small tensors. In
+neuron eager, the ops written out are fused by Adaptive Eager Execution
+(OPENNEURON_EAGER_FUSION=0 measures them one by one).
 
 The triad's native C version is timed beside it as the machine's memory
 bandwidth. GELU/LayerNorm/softmax (fused ATen kernels, and written out as separate ops)
@@ -54,6 +56,20 @@ def softmax_unfused(x):
     """softmax written out: max, subtract, exp, sum, divide (5 ops in eager)."""
     e = torch.exp(x - x.amax(-1, keepdim=True))
     return e / e.sum(-1, keepdim=True)
+
+
+def rmsnorm_silu_gate_unfused(x, gate, w, eps=1e-6):
+    """An RMSNorm and a SiLU gate as Llama-style model code writes them
+    (9 separate ops in eager)."""
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+    return y * (gate * torch.sigmoid(gate))
+
+
+def _build_rmsnorm_gate(rows, cols, device, compile):
+    f = compile(rmsnorm_silu_gate_unfused)
+    x, gate = _randn(rows, cols).to(device), _randn(rows, cols, seed=3).to(device)
+    w = (1 + 0.1 * _randn(cols, seed=1)).to(device)
+    return Instance(lambda: f(x, gate, w), work=3 * rows * cols * 4 / 1e9)
 
 
 def _build_layernorm(fn, rows, cols, device, compile):
@@ -141,6 +157,9 @@ def workloads(quick):
         Workload(name="softmax_unfused", group="memory-bound",
                  title=f"softmax as 5 separate ops {sm[0]}x{sm[1]} fp32", unit="GB/s",
                  build=functools.partial(_build_softmax, softmax_unfused, *sm), params={"shape": sm}),
+        Workload(name="rmsnorm_silu_gate_unfused", group="memory-bound",
+                 title=f"RMSNorm + SiLU gate as 9 separate ops {sm[0]}x{sm[1]} fp32", unit="GB/s",
+                 build=functools.partial(_build_rmsnorm_gate, *sm), params={"shape": sm}),
         Workload(name="adamw_small_tensors", group="memory-bound",
                  title=f"AdamW step (foreach) over {adam[0]} tensors ({adam[1]}x{adam[1]} and {adam[1]})",
                  unit="steps/s", build=functools.partial(_build_adamw, *adam),

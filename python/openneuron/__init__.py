@@ -6,6 +6,7 @@ TORCH_DEVICE_BACKEND_AUTOLOAD=0, `import openneuron` loads it.
 """
 _initializing = True  # read by the autoload entry point (see _openneuron_autoload)
 
+import atexit
 import sys  # noqa: E402
 
 import torch  # noqa: E402
@@ -36,6 +37,10 @@ def _load():
     _check_torch_version()
     from . import _C  # noqa: F401  (registers kernels, hooks, allocators)
     from . import distributed, neuron
+
+    # Eager calls held for fusion run before the interpreter exits (a
+    # process sharing a tensor would otherwise never see its last writes).
+    atexit.register(_C._flush_held_calls)
 
     torch.utils.rename_privateuse1_backend("neuron")
     torch._register_device_module("neuron", neuron)

@@ -9,7 +9,7 @@ from conftest import run_python
 
 DRIVERS = {
     "protected": {"OPENNEURON_DRIVER": "protected", "OPENNEURON_CPU_FALLBACK": "error"},
-    "host": {"OPENNEURON_DRIVER": "host"},
+    "host": {"OPENNEURON_DRIVER": "host", "OPENNEURON_EAGER_FUSION": "1"},  # off by default on host
 }
 
 PRELUDE = """
@@ -49,6 +49,24 @@ def test_chain_fuses_into_one_kernel_and_matches_cpu(env):
     assert stats()["held"] == s1["held"]
     _C._set_eager_fusion(True)
     """, env=env)
+
+
+def test_default_is_on_where_eager_ops_are_device_kernels():
+    # protected: on; host: off (its eager ops are ATen's CPU kernels, bitwise CPU's)
+    for driver, expected in (("protected", True), ("host", False)):
+        run_python(PRELUDE + f"""
+    assert torch.neuron.is_eager_fusion_enabled() is {expected}
+    (nx * 2 + 1).cpu()
+    assert (stats()["held"] > 0) is {expected}, stats()
+    """, env={"OPENNEURON_DRIVER": driver})
+
+
+def test_held_calls_run_before_exit(tmp_path):
+    # A spawned process's last in-place writes to shared tensors are held
+    # when it exits: they run then, and the parent sees them.
+    from test_multiprocessing_sharing import SCRIPT
+    proc = run_python(SCRIPT, script_dir=tmp_path, timeout=170, env={"OPENNEURON_EAGER_FUSION": "1"})
+    assert proc.stdout.splitlines()[1] == "0 [[11.0, 12.0], [14.0, 15.0]] [2.0, 2.0, 2.0, 2.0]"
 
 
 def test_views_inplace_and_aliasing_see_eager_values(env):

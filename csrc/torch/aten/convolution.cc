@@ -1,16 +1,19 @@
 // Convolution. PyTorch picks a convolution algorithm per device type and
 // sends devices it does not know to convolution_overrideable; on the host
 // driver that runs ATen's CPU convolution (the same algorithm selection as on
-// CPU) on device memory. A device the host cannot address runs it on CPU
+// CPU) on device memory. A device the host cannot address runs it as device
+// kernels (eager/convolution_kernels.h), or, for what those lack, on CPU
 // copies (the CPU fallback, counted and reported).
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
 #include <torch/library.h>
 
 #include "torch/aten/cpu_fallback.h"
+#include "torch/aten/eager/convolution_kernels.h"
 #include "torch/aten/host/host_call.h"
 #include "torch/aten/router.h"
 #include "torch/runtime/device.h"
+#include "torch/runtime/settings.h"
 
 namespace openneuron::integration {
 namespace {
@@ -47,6 +50,9 @@ at::Tensor convolution_overrideable(
     const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
     c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
     c10::IntArrayRef output_padding, int64_t groups) {
+  if (!host_addressable() && settings().eager_kernels)
+    if (auto out = device_convolution(input, weight, bias, stride, padding, dilation, transposed, groups))
+      return *out;
   return on_host("aten::convolution_overrideable", input, [&](auto& call) {
     return call.neuron(at::convolution(call.cpu(input), call.cpu(weight), call.cpu(bias), stride,
                                        padding, dilation, transposed, output_padding, groups));
@@ -64,6 +70,10 @@ convolution_backward_overrideable(
   const int64_t out_channels =
       transposed ? weight.size(1) * groups : weight.size(0);
   const std::vector<int64_t> bias_sizes{out_channels};
+  if (!host_addressable() && settings().eager_kernels)
+    if (auto grads = device_convolution_backward(grad_output, input, weight, stride, padding, dilation, transposed,
+                                                 groups, output_mask))
+      return *grads;
   return on_host("aten::convolution_backward_overrideable", input, [&](auto& call) {
     auto [grad_input, grad_weight, grad_bias] = at::convolution_backward(
         call.cpu(grad_output), call.cpu(input), call.cpu(weight), bias_sizes, stride, padding,

@@ -47,7 +47,9 @@ Settings read_settings() {
   const auto blocking = env("OPENNEURON_LAUNCH_BLOCKING");
   s.launch_blocking = !blocking.empty() && blocking != "0";
   s.eager_kernels = flag("OPENNEURON_EAGER_KERNELS", true);
-  s.eager_fusion = flag("OPENNEURON_EAGER_FUSION", true);
+  if (!env("OPENNEURON_EAGER_FUSION").empty())
+    s.eager_fusion = flag("OPENNEURON_EAGER_FUSION", true) ? Settings::Fusion::On : Settings::Fusion::Off;
+  s.eager_decompositions = flag("OPENNEURON_EAGER_DECOMPOSITIONS", true);
   s.compile_cache_enabled = flag("OPENNEURON_COMPILE_CACHE", true);
   s.compile_cache_dir = env("OPENNEURON_COMPILE_CACHE_DIR");
   if (s.compile_cache_dir.empty()) {
@@ -83,7 +85,7 @@ void reload_settings() {
 }
 int settings_generation() { return g_generation.load(std::memory_order_relaxed); }
 void set_eager_fusion_setting(bool enabled) {
-  mutable_settings().eager_fusion = enabled;
+  mutable_settings().eager_fusion = enabled ? Settings::Fusion::On : Settings::Fusion::Off;
   ++g_generation;
 }
 void set_cpu_fallback_policy(FallbackPolicy policy) {

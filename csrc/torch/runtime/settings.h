@@ -20,8 +20,13 @@ struct Settings {
   // host cannot address (OPENNEURON_EAGER_KERNELS, on by default).
   bool eager_kernels = true;
   // Adaptive Eager Execution: chains of pointwise eager ops fused into one
-  // kernel (OPENNEURON_EAGER_FUSION, on by default; eager_fusion.h).
-  bool eager_fusion = true;
+  // kernel (OPENNEURON_EAGER_FUSION; eager_fusion.h). Unset: on for drivers
+  // whose memory the host cannot address, off on host (whose eager ops are
+  // ATen's CPU kernels, bitwise CPU's; eager_fusion.h says why).
+  enum class Fusion { Auto, On, Off } eager_fusion = Fusion::Auto;
+  // Ops without a device kernel run as PyTorch's decompositions on the
+  // device before the CPU fallback (OPENNEURON_EAGER_DECOMPOSITIONS, on).
+  bool eager_decompositions = true;
   // The compiler's persistent kernel cache, as torch.compile uses it
   // (OPENNEURON_COMPILE_CACHE*, read the same way as compiler/config.py).
   std::string compile_cache_dir;
@@ -37,7 +42,7 @@ const Settings& settings();
 // Re-reads the environment (tests; OPENNEURON_FORCE_CPU_FALLBACK changes).
 void reload_settings();
 void set_cpu_fallback_policy(FallbackPolicy policy);
-void set_eager_fusion_setting(bool enabled);  // eager_fusion.h's switch
+void set_eager_fusion_setting(bool enabled);  // eager_fusion.h's switch (On or Off)
 // Bumped by reload_settings(), so cached per-op routes are recomputed.
 int settings_generation();
 

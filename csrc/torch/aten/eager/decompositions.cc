@@ -144,7 +144,8 @@ bool pointwise_decomposition(GraphWriter& b, const std::string& target,
       op("v", "aten.sub.Tensor", arg("end"), op("wd", "aten.mul.Tensor", d, std::to_string(1.0 - weight)));
     return true;
   }
-  if (target == "aten.masked_fill.Scalar") {  // where(mask, value, self)
+  if (activation_decomposition(b, target, args, dtype)) return true;
+  if (target == "aten.masked_fill.Scalar" || target == "aten.masked_fill.Tensor") {  // where(mask, value, self)
     b.node("v", "aten.where.self", arg("mask") + "," + arg("value") + "," + arg("self"), m);
     return true;
   }
@@ -199,12 +200,30 @@ bool pointwise_decomposition(GraphWriter& b, const std::string& target,
 
 bool reduction_decomposition(GraphWriter& b, const std::string& target,
                              const std::map<std::string, std::string>& args, at::ScalarType dtype) {
-  if (target != "aten.linalg_vector_norm.default") return false;
   const std::string full = b.meta(dtype, ValueShape::Full), row = b.meta(dtype, ValueShape::Row);
   auto arg = [&](const char* name) {
     auto it = args.find(name);
     return it == args.end() ? std::string("null") : it->second;
   };
+  if (target == "aten.std.correction") {  // sqrt(var), var as the compiler lowers it
+    b.node("v", "aten.sqrt.default",
+           b.node_kw("var", "aten.var.correction", arg("self") + "," + b.dims,
+                     "\"correction\":" + arg("correction") + ",\"keepdim\":true", row),
+           row);
+    return true;
+  }
+  if (target == "aten.logsumexp.default") {  // as the CPU: infinite maxima count as 0
+    const std::string x = arg("self");
+    const std::string m = b.node("m", "aten.amax.default", x + "," + b.dims + ",true", row);
+    const std::string inf = b.node("inf", "aten.eq.Scalar", b.node("am", "aten.abs.default", m, row) + ",Infinity",
+                                   b.meta(at::kBool, ValueShape::Row));
+    const std::string mz = b.node("mz", "aten.where.self", inf + ",0.0," + m, row);
+    const std::string e = b.node("e", "aten.exp.default", b.node("d", "aten.sub.Tensor", x + "," + mz, full), full);
+    const std::string s = b.node("s", "aten.sum.dim_IntList", e + "," + b.dims + ",true", row);
+    b.node("v", "aten.add.Tensor", b.node("l", "aten.log.default", s, row) + "," + mz, row);
+    return true;
+  }
+  if (target != "aten.linalg_vector_norm.default") return false;
   const std::string ord_text = arg("ord");
   char* rest = nullptr;
   const double ord = std::strtod(ord_text.c_str(), &rest);

@@ -21,6 +21,9 @@ struct GraphWriter {
   // Appends an FX node (args as JSON text); returns a reference to it.
   std::function<std::string(const std::string& name, const std::string& target, const std::string& args,
                             const std::string& meta)> node;
+  // The same with keyword arguments (JSON object members: "\"k\":v,...").
+  std::function<std::string(const std::string& name, const std::string& target, const std::string& args,
+                            const std::string& kwargs, const std::string& meta)> node_kw;
   // The meta of a value over the kernel geometry, laid out contiguously.
   std::function<std::string(at::ScalarType dtype, ValueShape shape)> meta;
   std::string dims;       // the row dims, a JSON list
@@ -34,12 +37,19 @@ struct GraphWriter {
 bool row_decomposition(GraphWriter& b, const std::string& target, const std::vector<std::string>& refs,
                        const std::map<std::string, std::string>& args, at::ScalarType dtype);
 
-// gelu, gelu_backward, masked_fill, addcmul, addcdiv, lerp.Scalar; `args` every argument's text by name.
+// gelu, gelu_backward, masked_fill, addcmul, addcdiv, lerp, and the
+// activations and their backwards (pointwise_activations.cc); `args` every
+// argument's text by name.
 bool pointwise_decomposition(GraphWriter& b, const std::string& target,
                              const std::map<std::string, std::string>& args, at::ScalarType dtype);
 
-// linalg_vector_norm of orders 1, 2 and +-inf (value "v", 1 along the
-// reduced dims); `dtype` the value's.
+// linalg_vector_norm of orders 1, 2 and +-inf, std, logsumexp (value "v",
+// 1 along the reduced dims); `dtype` the value's.
+// The activations and other pointwise ops written with the ops the
+// compiler lowers (pointwise_activations.cc); false when `target` is not one.
+bool activation_decomposition(GraphWriter& b, const std::string& target,
+                              const std::map<std::string, std::string>& args, at::ScalarType dtype);
+
 bool reduction_decomposition(GraphWriter& b, const std::string& target,
                              const std::map<std::string, std::string>& args, at::ScalarType dtype);
 

@@ -10,6 +10,7 @@
 #include "torch/aten/eager/eager_graph.h"
 #include "torch/aten/eager/eager_kernel.h"
 #include "torch/aten/eager/held_call.h"
+#include "torch/aten/router.h"
 #include "torch/runtime/device.h"
 #include "torch/runtime/settings.h"
 #include "torch/runtime/streams.h"
@@ -37,8 +38,7 @@ struct Held {
   at::Tensor self;       // an in-place call's result
   c10::Storage storage;  // the result's memory, kept for a later call that reads it unfused
   c10::DispatchKeySet key_set;
-  std::string single_json;  // the call's own kernel (run when it is not fused)
-  std::vector<int64_t> single_symbols;
+  std::shared_ptr<const CallPlan> plan;  // the call's own kernel (run when it is not fused)
 };
 
 struct Chain {
@@ -82,7 +82,7 @@ bool is_neuron(const c10::IValue& v) {
 // (no lazy conjugate or negation), Python numbers, other values.
 bool holdable_arguments(c10::ArrayRef<c10::IValue> args) {
   for (const auto& v : args) {
-    if (v.isTensorList() || v.isList() && !v.isIntList() && !v.isBoolList() && !v.isDoubleList()) return false;
+    if (v.isTensorList() || (v.isList() && !v.isIntList() && !v.isBoolList() && !v.isDoubleList())) return false;
     if (!v.isTensor() || !v.toTensor().defined()) continue;
     const at::Tensor& t = v.toTensor();
     if (t.device().type() != kNeuron) {
@@ -175,18 +175,9 @@ std::string chain_name(const std::vector<HeldCall>& calls) {
   return name;
 }
 
-// The call's own kernel: its graph's tensors are its result, then its
-// neuron tensor arguments in order (eager_graph.h).
+// The call's own kernel, on the call's tensors as they were.
 void run_alone(const Held& h, const HeldCall& call, c10::DeviceIndex device) {
-  EagerGraph g;
-  g.json = h.single_json;
-  g.symbols = h.single_symbols;
-  g.operands.push_back(call.out);
-  for (size_t i = 0; i < call.args.size(); ++i)
-    if (!(h.op->form == EagerOp::Form::InPlace && static_cast<int>(i) == h.op->out_arg) && is_neuron(call.args[i]))
-      g.operands.push_back(call.args[i].toTensor());
-  const bool ok = launch_eager_graph(h.op->name, g, device);
-  TORCH_INTERNAL_ASSERT(ok, "held call ", h.op->name, " lost its kernel");
+  launch_call(*h.plan, call.args, {call.out}, device);
 }
 
 void run_chain(const std::vector<Held>& held, c10::DeviceIndex device) {
@@ -256,7 +247,7 @@ void flush_device(c10::DeviceIndex device) {
 
 bool hold_for_fusion(const c10::OperatorHandle& op, const OpInfo&, c10::DeviceIndex device,
                      torch::jit::Stack* stack) {
-  if (t_flushing || !settings().eager_fusion || !settings().eager_kernels) return false;
+  if (t_flushing || !eager_fusion_enabled() || !settings().eager_kernels) return false;
   const EagerOp& e = eager_op(op);
   if (e.family != EagerOp::Family::Pointwise || e.form == EagerOp::Form::Out || e.results != 1) return false;
   const auto& schema = op.schema();
@@ -268,12 +259,10 @@ bool hold_for_fusion(const c10::OperatorHandle& op, const OpInfo&, c10::DeviceIn
     return false;
   Chain& ch = chain(device);
   std::lock_guard<std::mutex> lock(ch.mutex);
-  std::vector<at::Tensor> outs = eager_outputs(op, e, device, args);  // raises here, at the call
+  std::vector<at::Tensor> outs;
+  auto plan = plan_call(op, e, device, args, &outs);  // raises here, at the call
+  if (!plan || outs.size() != 1 || !outs[0].defined() || outs[0].numel() == 0) return false;
   const at::Tensor& out = outs[0];
-  if (!out.defined() || out.numel() == 0) return false;
-  std::string why;
-  auto single = eager_graph(e, schema, args, outs, &why);
-  if (!single || !has_eager_kernel(e.name, *single, device)) return false;
 
   Held h;
   for (const auto& v : args)
@@ -318,8 +307,7 @@ bool hold_for_fusion(const c10::OperatorHandle& op, const OpInfo&, c10::DeviceIn
   else h.self = out;
   h.storage = out.storage();
   h.key_set = out.key_set();
-  h.single_json = std::move(single->json);
-  h.single_symbols = std::move(single->symbols);
+  h.plan = std::move(plan);
   ch.calls.push_back(std::move(h));
   ++g_pending;
   ++stats().held;
@@ -331,7 +319,7 @@ bool hold_for_fusion(const c10::OperatorHandle& op, const OpInfo&, c10::DeviceIn
 
 bool hold_copy_for_fusion(at::Tensor& dst, const at::Tensor& src) {
   static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
-  if (t_flushing || !settings().eager_fusion) return false;
+  if (t_flushing || !eager_fusion_enabled()) return false;
   torch::jit::Stack stack{dst, src, false};
   return hold_for_fusion(op, op_info(op), dst.device().index(), &stack);
 }
@@ -345,7 +333,10 @@ void flush_held_calls(c10::DeviceIndex device) {
   for (c10::DeviceIndex d = 0; d < device_count() && d < kMaxDevices; ++d) flush_device(d);
 }
 
-bool eager_fusion_enabled() { return settings().eager_fusion; }
+bool eager_fusion_enabled() {
+  const auto mode = settings().eager_fusion;
+  return mode == Settings::Fusion::On || (mode == Settings::Fusion::Auto && !host_addressable());
+}
 
 void set_eager_fusion(bool enabled) {
   flush_held_calls(-1);

@@ -227,6 +227,7 @@ std::optional<std::string> literal(const c10::IValue& v, const c10::Argument& ar
 // (x ** 2 is a multiply, not a call of pow).
 bool literal_scalar(const EagerOp& op, const std::string& name) {
   return name == "alpha" || (name == "weight" && op.target == "aten.lerp.Scalar") || name == "ord" ||
+         name == "correction" ||
          (name == "exponent" && op.target == "aten.pow.Tensor_Scalar");
 }
 
@@ -255,6 +256,11 @@ std::vector<bool> reduced_dims(const EagerOp& op, c10::ArrayRef<c10::IValue> arg
   return reduced;
 }
 
+
+// An integer the compiler's scalars (doubles) would round.
+bool beyond_double(const c10::Scalar& s) {
+  return s.isIntegral(false) && std::abs(s.toLong()) > (int64_t(1) << 53);
+}
 
 // A call's arguments as graph text.
 struct CallText {
@@ -288,7 +294,12 @@ bool call_text(const EagerOp& op, const c10::FunctionSchema& schema, c10::ArrayR
         return false;
       }
       // Read in place: item() would dispatch (a dispatch mode sees a number).
-      text = b.scalar(at::native::_local_scalar_dense_cpu(t));
+      const c10::Scalar s = at::native::_local_scalar_dense_cpu(t);
+      if (beyond_double(s)) {
+        *why = "an integer beyond float64's exact range";
+        return false;
+      }
+      text = b.scalar(s);
     } else if (static_cast<int>(i) == op.dim_arg) {
       std::string dims = "[";
       int count = 0, last = -1;
@@ -305,6 +316,10 @@ bool call_text(const EagerOp& op, const c10::FunctionSchema& schema, c10::ArrayR
     } else if (is_number_type(arg) && !v.isNone() && !v.isBool() && !literal_scalar(op, arg.name())) {
       if (v.isComplexDouble()) {
         *why = "a complex scalar";
+        return false;
+      }
+      if (beyond_double(v.toScalar())) {
+        *why = "an integer beyond float64's exact range";
         return false;
       }
       text = b.scalar(v.toScalar());
@@ -335,6 +350,10 @@ bool value_nodes(const EagerOp& op, Builder& b, const CallText& c, const std::st
     // Its own names cannot shadow the graph's inputs (t0, t1, ...).
     const bool value = name[0] == 'v' && (name.size() == 1 || std::isdigit(static_cast<unsigned char>(name[1])));
     return b.node(prefix + (value ? name : "d_" + name), target, args, "", meta);
+  };
+  w.node_kw = [&b, &prefix](const std::string& name, const std::string& target, const std::string& args,
+                            const std::string& kwargs, const std::string& meta) {
+    return b.node(prefix + "d_" + name, target, args, kwargs, meta);
   };
   w.meta = [&b](at::ScalarType dtype, ValueShape kind) { return b.value_meta(dtype, kind); };
   w.dims = b.reduced_dims(true);

@@ -2,11 +2,13 @@
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/WrapDimUtils.h>
+#include <ATen/ops/_local_scalar_dense_native.h>
 #include <c10/util/Exception.h>
 
 #include <map>
 #include <memory>
 #include <mutex>
+#include <limits>
 #include <unordered_map>
 
 #include "compiler/compile.h"
@@ -228,6 +230,23 @@ bool meta_key(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, st
   return true;
 }
 
+// A call's key for its plan (below): its meta key, and what else its graph
+// depends on (Python numbers' values, lazy conjugate and negation bits).
+bool call_key(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, std::string* key) {
+  if (!meta_key(op, args, key)) return false;
+  for (const auto& v : args) {
+    if (!v.isTensor() || !v.toTensor().defined()) continue;
+    const at::Tensor& t = v.toTensor();
+    key->push_back(static_cast<char>('0' + t.is_conj() + 2 * t.is_neg()));
+    if (!t.unsafeGetTensorImpl()->is_wrapped_number()) continue;
+    const c10::Scalar s = at::native::_local_scalar_dense_cpu(t);
+    if (s.isComplex()) return false;
+    const double x = s.toDouble();
+    append(*key, &x, sizeof x);
+  }
+  return true;
+}
+
 struct MetaCache {
   std::mutex mutex;
   std::unordered_map<std::string, std::vector<MetaResult>> results;
@@ -327,6 +346,123 @@ bool overlap_is_safe(const EagerOp& e, c10::ArrayRef<c10::IValue> args, const at
 
 }  // namespace
 
+// A call seen before (same call_key): its results' metas, its kernel and
+// the graph operands' sources, so a call in a loop skips the meta function,
+// the graph's text and the kernel lookup.
+struct CallPlan {
+  struct Result {
+    bool defined;
+    std::vector<int64_t> sizes, strides;
+    at::ScalarType dtype;
+  };
+  std::vector<Result> results;  // functional results (none in place)
+  std::vector<int> sources;         // per graph operand: argument index, or -1 - result index
+  std::vector<int64_t> symbols;
+  std::shared_ptr<EagerKernel> kernel;
+  std::string name;
+};
+
+namespace {
+
+struct PlanCache {
+  std::mutex mutex;
+  std::unordered_map<std::string, std::shared_ptr<const CallPlan>> plans;
+};
+
+PlanCache& plan_cache() {
+  static auto* c = new PlanCache();
+  return *c;
+}
+
+const at::Tensor& source(const CallPlan& plan, size_t operand, c10::ArrayRef<c10::IValue> args,
+                         const std::vector<at::Tensor>& outs) {
+  const int s = plan.sources[operand];
+  return s >= 0 ? args[s].toTensor() : outs[-1 - s];
+}
+
+// The plan of a call just compiled: where each graph operand comes from.
+std::shared_ptr<const CallPlan> make_plan(const EagerOp& e, c10::ArrayRef<c10::IValue> args,
+                                          const std::vector<at::Tensor>& outs, const EagerGraph& graph,
+                                          std::shared_ptr<EagerKernel> kernel) {
+  auto plan = std::make_shared<CallPlan>();
+  for (const at::Tensor& t : graph.operands) {
+    int s = std::numeric_limits<int>::min();
+    for (size_t k = 0; k < outs.size() && s == std::numeric_limits<int>::min(); ++k)
+      if (outs[k].defined() && outs[k].unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) s = -1 - static_cast<int>(k);
+    for (size_t i = 0; i < args.size() && s == std::numeric_limits<int>::min(); ++i)
+      if (args[i].isTensor() && args[i].toTensor().unsafeGetTensorImpl() == t.unsafeGetTensorImpl())
+        s = static_cast<int>(i);
+    if (s == std::numeric_limits<int>::min()) return nullptr;  // an operand of its own: not planned
+    plan->sources.push_back(s);
+  }
+  if (e.form == EagerOp::Form::Functional)
+    for (const at::Tensor& t : outs)
+      plan->results.push_back(t.defined() ? CallPlan::Result{true, t.sizes().vec(), t.strides().vec(), t.scalar_type()}
+                                          : CallPlan::Result{false, {}, {}, at::kFloat});
+  plan->symbols = graph.symbols;
+  plan->kernel = std::move(kernel);
+  plan->name = e.name;
+  return plan;
+}
+
+}  // namespace
+
+std::shared_ptr<const CallPlan> plan_call(const c10::OperatorHandle& op, const EagerOp& e, c10::DeviceIndex device,
+                                          c10::ArrayRef<c10::IValue> args, std::vector<at::Tensor>* outs) {
+  std::string key;
+  const bool keyed = e.form != EagerOp::Form::Out && call_key(op, args, &key);
+  if (keyed) {
+    std::shared_ptr<const CallPlan> plan;
+    {
+      PlanCache& c = plan_cache();
+      std::lock_guard<std::mutex> lock(c.mutex);
+      auto it = c.plans.find(key);
+      if (it != c.plans.end()) plan = it->second;
+    }
+    if (plan) {
+      outs->clear();
+      if (e.form == EagerOp::Form::Functional) {
+        for (const auto& m : plan->results)
+          outs->push_back(m.defined ? empty_compiled_buffer(m.sizes, m.strides, m.dtype, device) : at::Tensor());
+      } else {
+        outs->push_back(args[e.out_arg].toTensor());
+      }
+      return plan;
+    }
+  }
+  *outs = outputs_of(op, e, e.meta_function, device, args);
+  std::string why;
+  std::optional<EagerGraph> graph = eager_graph(e, op.schema(), args, *outs, &why);
+  if (!graph) {
+    record_declined(e, why);
+    return nullptr;
+  }
+  std::shared_ptr<EagerKernel> k = kernel_for(e.name, graph->json, device);
+  if (!k->ok) return nullptr;
+  auto plan = make_plan(e, args, *outs, *graph, k);
+  if (plan && keyed) {
+    PlanCache& c = plan_cache();
+    std::lock_guard<std::mutex> lock(c.mutex);
+    if (c.plans.size() > 16384) c.plans.clear();  // bounded: shapes come and go
+    c.plans.emplace(std::move(key), plan);
+  }
+  return plan;  // null only if an operand were neither an argument nor a result: never
+}
+
+void launch_call(const CallPlan& plan, c10::ArrayRef<c10::IValue> args, const std::vector<at::Tensor>& outs,
+                 c10::DeviceIndex device) {
+  bool writes = false;  // a reduction of empty rows still writes its output
+  for (const auto& t : outs) writes |= t.defined() && t.numel() > 0;
+  count_launch(plan.name);
+  if (!writes) return;
+  for (const auto& st : plan.kernel->steps) {
+    std::vector<at::Tensor> buffers;
+    buffers.reserve(st.bindings.size());
+    for (int i : st.bindings) buffers.push_back(source(plan, i, args, outs));
+    launch_compiled_kernel(st.handles[device], buffers, plan.symbols);
+  }
+}
+
 bool run_eager_kernel(const c10::OperatorHandle& op, const OpInfo& info, c10::DeviceIndex device,
                       torch::jit::Stack* stack) {
   if (!settings().eager_kernels) return false;
@@ -337,23 +473,15 @@ bool run_eager_kernel(const c10::OperatorHandle& op, const OpInfo& info, c10::De
   c10::ArrayRef<c10::IValue> args(stack->data() + stack->size() - num_args, num_args);
   if (e.form != EagerOp::Form::Functional && !is_neuron(args[e.out_arg])) return false;
   if (e.form != EagerOp::Form::Functional && !overlap_is_safe(e, args, args[e.out_arg].toTensor())) return false;
-  std::vector<at::Tensor> outs = outputs_of(op, e, e.meta_function, device, args);
+  std::vector<at::Tensor> outs;
   if (e.family == EagerOp::Family::Matmul) {
+    outs = outputs_of(op, e, e.meta_function, device, args);
     if (!run_matmul(e, args, outs[0], device)) return false;
     record_library_launch(e);
   } else {
-    std::string why;
-    std::optional<EagerGraph> graph = eager_graph(e, schema, args, outs, &why);
-    if (!graph) {
-      record_declined(e, why);
-      return false;
-    }
-    std::shared_ptr<EagerKernel> k = kernel_for(e.name, graph->json, device);
-    if (!k->ok) return false;
-    count_launch(e.name);
-    bool writes = false;  // a reduction of empty rows still writes its output
-    for (const auto& t : outs) writes |= t.defined() && t.numel() > 0;
-    if (writes) launch(*k, *graph, device);
+    std::shared_ptr<const CallPlan> plan = plan_call(op, e, device, args, &outs);
+    if (!plan) return false;
+    launch_call(*plan, args, outs, device);
   }
   torch::jit::drop(*stack, num_args);
   for (auto& t : outs) stack->emplace_back(std::move(t));
@@ -415,6 +543,14 @@ bool run_cat_as_copies(const c10::OperatorHandle& op, c10::DeviceIndex device, t
   torch::jit::drop(*stack, 2);
   stack->emplace_back(std::move(out));
   return true;
+}
+
+void record_decomposition(const std::string& op) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto& record = c.records["decomposition: " + op];
+  record.op = "decomposition: " + op;
+  ++record.launches;
 }
 
 std::vector<EagerKernelRecord> eager_kernel_report() {

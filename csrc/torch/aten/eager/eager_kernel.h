@@ -10,6 +10,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,12 +45,27 @@ std::vector<at::Tensor> eager_outputs(const c10::OperatorHandle& op, const Eager
                                       c10::ArrayRef<c10::IValue> args);
 // Whether a kernel may write `out` while reading the call's arguments.
 bool eager_overlap_is_safe(const EagerOp& e, c10::ArrayRef<c10::IValue> args, const at::Tensor& out);
+// A call's plan: its kernel and where the kernel's tensors come from,
+// cached per op, tensor metadata and scalar values (eager_kernel.cc).
+struct CallPlan;
+// The call's results (meta function, or the plan's metas for a call seen
+// before; raises the op's error for a bad call) and its plan; null when the
+// compiler has no kernel for it.
+std::shared_ptr<const CallPlan> plan_call(const c10::OperatorHandle& op, const EagerOp& e, c10::DeviceIndex device,
+                                          c10::ArrayRef<c10::IValue> args, std::vector<at::Tensor>* outs);
+// Launches the planned kernel for these arguments and results.
+void launch_call(const CallPlan& plan, c10::ArrayRef<c10::IValue> args, const std::vector<at::Tensor>& outs,
+                 c10::DeviceIndex device);
+
 // Whether the graph has a kernel (compiling it on first use), reported under `name`.
 bool has_eager_kernel(const std::string& name, const EagerGraph& graph, c10::DeviceIndex device);
 // Launches the graph's kernels on the current stream; false when it has
 // none, or more than `max_kernels` (0: any number).
 bool launch_eager_graph(const std::string& name, const EagerGraph& graph, c10::DeviceIndex device,
                         size_t max_kernels = 0);
+
+// Counts a run of an op as its decomposition (decomposition_fallback.h).
+void record_decomposition(const std::string& op);
 
 struct EagerKernelRecord {
   std::string op;

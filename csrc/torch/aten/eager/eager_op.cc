@@ -1,6 +1,7 @@
 #include "torch/aten/eager/eager_op.h"
 
 #include <mutex>
+#include <set>
 #include <unordered_map>
 
 #include "compiler/lower/aten_ops.h"
@@ -15,7 +16,22 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 bool is_reduction(const std::string& base) {
   return base == "sum" || base == "mean" || base == "amax" || base == "amin" || base == "prod" ||
-         base == "any" || base == "all";
+         base == "any" || base == "all" || base == "var" || base == "std" || base == "logsumexp";
+}
+
+// Pointwise ops written as their decompositions (decompositions.h), by
+// "base.overload" or base.
+bool is_decomposed_pointwise(const std::string& base, const std::string& overload) {
+  static const std::set<std::string> names = {
+      "gelu", "gelu_backward", "addcmul", "addcdiv", "lerp.Scalar", "lerp.Tensor", "masked_fill.Scalar",
+      "masked_fill.Tensor", "silu", "silu_backward", "sigmoid_backward", "tanh_backward", "threshold",
+      "threshold_backward", "hardtanh", "hardtanh_backward", "leaky_relu", "leaky_relu_backward", "elu",
+      "elu_backward", "hardsigmoid", "hardsigmoid_backward", "hardswish", "hardswish_backward", "softplus",
+      "softplus_backward", "mish", "rsub.Tensor", "rsub.Scalar", "logaddexp", "logaddexp2", "xlogy.Tensor",
+      "deg2rad", "rad2deg", "hypot", "fmax", "fmin", "heaviside", "softshrink", "hardshrink",
+      "softshrink_backward", "hardshrink_backward", "sinc", "logit", "nan_to_num", "isinf", "isposinf",
+      "isneginf"};
+  return names.count(base) || names.count(base + "." + overload);
 }
 
 bool is_row_op(const std::string& base) {
@@ -60,17 +76,19 @@ EagerOp classify(const c10::OperatorHandle& op) {
   e.target = "aten." + base + "." + (overload.empty() ? "default" : overload);
   // fill_(value) and zero_() are a full_like of the value stored into self.
   if ((base == "fill" && overload == "Scalar") || base == "zero") e.target = "aten.full_like.default";
-  e.decomposed = base == "masked_fill" && overload == "Scalar";
-  e.decomposed |= base == "gelu" || base == "gelu_backward" || base == "addcmul" || base == "addcdiv" ||
-                 (base == "lerp" && overload == "Scalar");
+  e.decomposed = is_decomposed_pointwise(base, overload);
   if (e.decomposed || compiler::find_pointwise(e.target) || base == "clamp" || base == "clone" || base == "copy" ||
       e.target == "aten.full_like.default") {
     e.family = EagerOp::Family::Pointwise;
-  } else if (base == "mm" || base == "bmm" || base == "addmm" || base == "baddbmm") {
+  } else if (base == "mm" || base == "bmm" || base == "addmm" || base == "baddbmm" || base == "dot" ||
+             base == "vdot" || base == "mv" || base == "addmv" || base == "addr") {
     e.family = EagerOp::Family::Matmul;
   } else if (is_reduction(base) || is_row_op(base) || base == "linalg_vector_norm") {
+    // var and std by correction only (the other overloads reach the
+    // router as it, and var's lowering reads no `unbiased`).
+    if ((base == "var" || base == "std") && overload != "correction") return e;
     e.family = is_row_op(base) ? EagerOp::Family::Row : EagerOp::Family::Reduction;
-    e.decomposed = base == "linalg_vector_norm";
+    e.decomposed = base == "linalg_vector_norm" || base == "std" || base == "logsumexp";
     for (size_t i = 0; i < schema.arguments().size(); ++i) {
       if (schema.arguments()[i].name() == "dim") e.dim_arg = static_cast<int>(i);
       if (schema.arguments()[i].name() == "keepdim") e.keepdim_arg = static_cast<int>(i);

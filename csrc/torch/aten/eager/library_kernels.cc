@@ -1,8 +1,10 @@
 #include "torch/aten/eager/library_kernels.h"
 
+#include <c10/core/TensorImpl.h>
 #include <c10/util/Exception.h>
 
 #include <cstring>
+#include <vector>
 #include <map>
 #include <mutex>
 
@@ -48,17 +50,23 @@ int64_t library_kernel(c10::DeviceIndex device, const std::string& entry) {
   return compiled_kernel(path, entry, device, "library kernel: " + entry);
 }
 
-bool run_matmul(const EagerOp& op, c10::ArrayRef<c10::IValue> args, const at::Tensor& out,
-                c10::DeviceIndex device) {
+namespace {
+
+// `t`'s memory seen with other sizes and strides (no dispatch: a matrix
+// view of a vector for the gemm).
+at::Tensor viewed(const at::Tensor& t, c10::IntArrayRef sizes, c10::IntArrayRef strides) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(t.storage()), t.key_set(), t.dtype());
+  impl->set_sizes_and_strides(sizes, strides, t.storage_offset());
+  return at::Tensor(std::move(impl));
+}
+
+// The gemm C = alpha A B + beta X on 2-d or 3-d (batched) operands; X
+// seen in C's shape (broadcast strides allowed).
+bool gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, const at::Tensor& x,
+          const std::vector<int64_t>& x_strides, double alpha, double beta, c10::DeviceIndex device) {
   const at::ScalarType dtype = out.scalar_type();
   if (dtype != at::kFloat && dtype != at::kDouble) return false;
-  // The arguments: [self (the added term),] A, B [, beta, alpha].
-  const bool adds = op.target.rfind("aten.addmm", 0) == 0 || op.target.rfind("aten.baddbmm", 0) == 0;
-  const at::Tensor& a = args[adds ? 1 : 0].toTensor();
-  const at::Tensor& b = args[adds ? 2 : 1].toTensor();
-  if (a.scalar_type() != dtype || b.scalar_type() != dtype) return false;
-  const double beta = adds ? args[3].toScalar().toDouble() : 0.0;
-  const double alpha = adds ? args[4].toScalar().toDouble() : 1.0;
+  if (a.scalar_type() != dtype || b.scalar_type() != dtype || (beta != 0 && x.scalar_type() != dtype)) return false;
   const int64_t kernel = library_kernel(device, dtype == at::kFloat ? "gemm_f32" : "gemm_f64");
   if (kernel < 0) return false;
   if (out.numel() == 0) return true;
@@ -69,21 +77,57 @@ bool run_matmul(const EagerOp& op, c10::ArrayRef<c10::IValue> args, const at::Te
                    : std::vector<int64_t>{0, t.stride(0), t.stride(1)};
   };
   const std::vector<int64_t> sa = strides3(a), sb = strides3(b), sc = strides3(out);
-  std::vector<int64_t> sx = sc;
-  at::Tensor x = out;
-  if (adds && beta != 0) {  // the added term, broadcast to the output
-    x = args[0].toTensor();
-    if (x.scalar_type() != dtype) return false;
-    const std::vector<int64_t> shape = out.sizes().vec();
-    std::vector<int64_t> s = broadcast_strides(shape, x.sizes().data(), x.strides().data(), x.dim());
-    sx = batched ? s : std::vector<int64_t>{0, s[0], s[1]};
-  }
+  const std::vector<int64_t> sx =
+      beta == 0 ? sc : batched ? x_strides : std::vector<int64_t>{0, x_strides[0], x_strides[1]};
   const int64_t batch = batched ? out.size(0) : 1;
   const int64_t m = out.size(-2), n = out.size(-1), k = a.size(-1);
   std::vector<int64_t> scalars = {batch, m, n, k, sa[0], sa[1], sa[2], sb[0], sb[1], sb[2],
                                   sc[0], sc[1], sc[2], sx[0], sx[1], sx[2], bits(alpha), bits(beta)};
-  launch_compiled_kernel(kernel, {a, b, out, x}, scalars);
+  launch_compiled_kernel(kernel, {a, b, out, beta == 0 ? out : x}, scalars);
   return true;
+}
+
+std::vector<int64_t> broadcast_to(const at::Tensor& x, c10::IntArrayRef shape) {
+  return broadcast_strides(shape.vec(), x.sizes().data(), x.strides().data(), x.dim());
+}
+
+}  // namespace
+
+bool run_matmul(const EagerOp& op, c10::ArrayRef<c10::IValue> args, const at::Tensor& out,
+                c10::DeviceIndex device) {
+  const std::string& t = op.target;
+  auto tensor = [&](int i) { return args[i].toTensor(); };
+  auto scalar = [&](int i) { return args[i].toScalar().toDouble(); };
+  if (t == "aten.dot.default" || t == "aten.vdot.default") {  // [1, k] x [k, 1]
+    const at::Tensor a = tensor(0), b = tensor(1);
+    if (a.is_complex()) return false;
+    return gemm(viewed(a, {1, a.size(0)}, {0, a.stride(0)}), viewed(b, {b.size(0), 1}, {b.stride(0), 0}),
+                viewed(out, {1, 1}, {1, 1}), out, {}, 1.0, 0.0, device);
+  }
+  if (t == "aten.mv.default" || t == "aten.addmv.default") {  // [m, k] x [k, 1] (+ beta self)
+    const bool adds = t == "aten.addmv.default";
+    const at::Tensor a = tensor(adds ? 1 : 0), v = tensor(adds ? 2 : 1);
+    const at::Tensor c = viewed(out, {out.size(0), 1}, {out.stride(0), 0});
+    const double beta = adds ? scalar(3) : 0.0;
+    std::vector<int64_t> sx;
+    if (beta != 0) sx = {broadcast_to(tensor(0), out.sizes())[0], 0};
+    return gemm(a, viewed(v, {v.size(0), 1}, {v.stride(0), 0}), c, adds ? tensor(0) : out, sx,
+                adds ? scalar(4) : 1.0, beta, device);
+  }
+  if (t == "aten.addr.default") {  // [m, 1] x [1, n] + beta self
+    const at::Tensor u = tensor(1), w = tensor(2);
+    const double beta = scalar(3);
+    return gemm(viewed(u, {u.size(0), 1}, {u.stride(0), 0}), viewed(w, {1, w.size(0)}, {0, w.stride(0)}), out,
+                tensor(0), beta != 0 ? broadcast_to(tensor(0), out.sizes()) : std::vector<int64_t>{}, scalar(4),
+                beta, device);
+  }
+  // mm, bmm, addmm, baddbmm: [self (the added term),] A, B [, beta, alpha].
+  const bool adds = t.rfind("aten.addmm", 0) == 0 || t.rfind("aten.baddbmm", 0) == 0;
+  const double beta = adds ? scalar(3) : 0.0;
+  std::vector<int64_t> sx;
+  if (adds && beta != 0) sx = broadcast_to(tensor(0), out.sizes());
+  return gemm(tensor(adds ? 1 : 0), tensor(adds ? 2 : 1), out, adds ? tensor(0) : out, sx,
+              adds ? scalar(4) : 1.0, beta, device);
 }
 
 }  // namespace openneuron::integration

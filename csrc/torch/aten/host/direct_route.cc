@@ -1,5 +1,6 @@
 #include "torch/aten/host/direct_route.h"
 
+#include "torch/aten/eager/eager_fusion.h"
 #include "torch/aten/eager/eager_op.h"
 #include "torch/aten/op_info.h"
 #include "torch/runtime/settings.h"
@@ -18,7 +19,7 @@ DirectOpFacts& direct_op_facts(const char* name, const char* overload,
   const auto& info = op_info(*facts.op);
   // With eager fusion, a pointwise op takes the boxed router, which may
   // hold it for fusion (eager_fusion.h).
-  const bool fusable = settings().eager_fusion && settings().eager_kernels &&
+  const bool fusable = eager_fusion_enabled() && settings().eager_kernels &&
                        eager_op(*facts.op).family == EagerOp::Family::Pointwise;
   facts.direct.store(host_addressable() && !info.force_cpu_fallback && !fusable,
                      std::memory_order_relaxed);

@@ -1,0 +1,95 @@
+#include "torch/aten/eager/decomposition_fallback.h"
+
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <algorithm>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "torch/aten/eager/eager_kernel.h"
+#include "torch/runtime/settings.h"
+
+namespace py = pybind11;
+
+namespace openneuron::integration {
+namespace {
+
+thread_local std::vector<const c10::FunctionSchema*> t_decomposing;
+
+std::string full_name(const c10::FunctionSchema& schema) {
+  return schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+}
+
+// The Python side (GIL held).
+py::object decompositions() {
+  static auto* module = new py::object(py::module::import("openneuron._eager_decompositions"));
+  return *module;
+}
+
+// Whether the op has a decomposition to run (asked once per op; GIL held).
+bool has_decomposition(const c10::FunctionSchema& schema) {
+  static std::mutex mutex;
+  static auto* known = new std::unordered_map<const c10::FunctionSchema*, bool>();
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = known->find(&schema);
+    if (it != known->end()) return it->second;
+  }
+  bool has = false;
+  try {
+    has = decompositions().attr("has_decomposition")(full_name(schema)).cast<bool>();
+  } catch (const py::error_already_set&) {
+    has = false;
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  (*known)[&schema] = has;
+  return has;
+}
+
+}  // namespace
+
+bool run_decomposition(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  if (!settings().eager_decompositions || !Py_IsInitialized() ||
+      std::find(t_decomposing.begin(), t_decomposing.end(), &schema) != t_decomposing.end())
+    return false;
+  for (const auto& arg : schema.arguments())
+    if (arg.type()->str().find("Generator") != std::string::npos) return false;
+  py::gil_scoped_acquire gil;
+  if (!has_decomposition(schema)) return false;
+  const size_t n = schema.arguments().size();
+  py::tuple args(n);
+  for (size_t i = 0; i < n; ++i) args[i] = torch::jit::toPyObject((*stack)[stack->size() - n + i]);
+  // The decomposition's ops are the op's own work: dispatch modes see the op.
+  c10::impl::ExcludeDispatchKeyGuard no_python(
+      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+  t_decomposing.push_back(&schema);
+  py::object result;
+  try {
+    result = decompositions().attr("decompose")(full_name(schema), args);
+  } catch (const py::error_already_set&) {
+    t_decomposing.pop_back();
+    return false;
+  }
+  t_decomposing.pop_back();
+  const auto& returns = schema.returns();
+  std::vector<c10::IValue> outs;
+  if (returns.size() == 1) {
+    outs.push_back(torch::jit::toIValue(result, returns[0].real_type()));
+  } else if (!returns.empty()) {
+    py::tuple items = result.cast<py::tuple>();
+    TORCH_CHECK(items.size() == returns.size(), "the decomposition of ", full_name(schema), " returned ",
+                items.size(), " values, expected ", returns.size());
+    for (size_t i = 0; i < returns.size(); ++i) outs.push_back(torch::jit::toIValue(items[i], returns[i].real_type()));
+  }
+  torch::jit::drop(*stack, n);
+  for (auto& v : outs) stack->push_back(std::move(v));
+  record_decomposition(full_name(schema));
+  return true;
+}
+
+}  // namespace openneuron::integration

@@ -1,0 +1,56 @@
+"""Eager ops with no device kernel, run as PyTorch's own decompositions.
+
+On a driver whose memory the host cannot address, an op the compiler and
+the kernel library cannot run would take the CPU fallback (two copies, the
+op on the CPU). Before that, the router (csrc/torch/aten/eager/
+decomposition_fallback.cc) asks this module for the op's decomposition in
+``torch._decomp.decomposition_table`` (the tables Inductor and export use)
+and runs it on the neuron tensors: its ops dispatch to the device again,
+below autograd. Random ops are not decomposed (their decompositions draw
+from another generator than the CPU fallback), nor are ops whose
+decomposition is the op itself."""
+from __future__ import annotations
+
+import torch
+
+_table = None
+
+
+def _decomposition(overload):
+    global _table
+    if _table is None:
+        from torch._decomp import decomposition_table
+
+        _table = decomposition_table
+    return _table.get(overload)
+
+
+def _overload(name: str):
+    namespace, _, rest = name.partition("::")
+    base, _, overload = rest.partition(".")
+    packet = getattr(getattr(torch.ops, namespace), base)
+    return getattr(packet, overload or "default")
+
+
+def has_decomposition(name: str) -> bool:
+    try:
+        op = _overload(name)
+    except AttributeError:
+        return False
+    if torch.Tag.nondeterministic_seeded in op.tags:
+        return False
+    return _decomposition(op) is not None
+
+
+def decompose(name: str, args: tuple):
+    """Runs the decomposition of op `name` (``aten::x.overload``) on
+    `args` (every argument, in schema order)."""
+    op = _overload(name)
+    fn = _decomposition(op)
+    positional, keywords = [], {}
+    for value, argument in zip(args, op._schema.arguments):
+        if argument.kwarg_only:
+            keywords[argument.name] = value
+        else:
+            positional.append(value)
+    return fn(*positional, **keywords)

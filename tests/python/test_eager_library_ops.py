@@ -1,0 +1,113 @@
+"""Eager ops beyond the compiler's IR on the protected driver (issue 27):
+indexing, losses, scans, arg-reductions, ramps and copies run as kernels of
+the device's kernel library, convolution and attention from device kernels,
+other ops as PyTorch's decompositions on the device; all match CPU with no
+CPU fallback, and an index out of range raises at the call with the CPU's
+message. Each test runs in a fresh interpreter."""
+from conftest import run_python
+
+NATIVE = {"OPENNEURON_DRIVER": "protected", "OPENNEURON_CPU_FALLBACK": "error"}
+
+
+def test_indexing_losses_scans_match_cpu(tmp_path):
+    run_python("""
+    import torch
+    import torch.nn.functional as F
+    torch.manual_seed(0)
+    d = "neuron"
+    W, idx = torch.randn(50, 8), torch.randint(0, 50, (4, 6))
+    x, gi, src = torch.randn(5, 7), torch.randint(0, 7, (5, 4)), torch.randn(5, 4)
+    logits, tgt = torch.randn(6, 10), torch.randint(0, 10, (6,))
+    tgt[2] = -100
+    def same(name, a, b):
+        torch.testing.assert_close(a.cpu(), b, msg=name)
+    same("embedding", F.embedding(idx.to(d), W.to(d)), F.embedding(idx, W))
+    w1, w2 = W.clone().requires_grad_(), W.to(d).requires_grad_()
+    F.embedding(idx, w1, padding_idx=3).sum().backward()
+    F.embedding(idx.to(d), w2, padding_idx=3).sum().backward()
+    same("embedding backward", w2.grad, w1.grad)
+    same("index_select", torch.index_select(x.t().to(d), 0, torch.tensor([0, 6, 2]).to(d)),
+         torch.index_select(x.t(), 0, torch.tensor([0, 6, 2])))
+    same("gather", torch.gather(x.to(d), 1, gi.to(d)), torch.gather(x, 1, gi))
+    same("scatter", torch.zeros(5, 7).to(d).scatter(1, gi.to(d), src.to(d)), torch.zeros(5, 7).scatter(1, gi, src))
+    same("scatter_add", torch.zeros(5, 7).to(d).scatter_add(1, gi.to(d), src.to(d)),
+         torch.zeros(5, 7).scatter_add(1, gi, src))
+    for reduction in ("mean", "sum", "none"):
+        l1, l2 = logits.clone().requires_grad_(), logits.to(d).requires_grad_()
+        a = F.cross_entropy(l1, tgt, reduction=reduction)
+        b = F.cross_entropy(l2, tgt.to(d), reduction=reduction)
+        same("cross_entropy " + reduction, b, a)
+        a.sum().backward(); b.sum().backward()
+        same("cross_entropy backward " + reduction, l2.grad, l1.grad)
+    same("cumsum", x.to(d).cumsum(1), x.cumsum(1))
+    same("cumsum int32", torch.arange(10, dtype=torch.int32).to(d).cumsum(0), torch.arange(10, dtype=torch.int32).cumsum(0))
+    same("argmax", x.to(d).argmax(1), x.argmax(1))
+    v, i = x.to(d).max(0, keepdim=True)
+    same("max.dim", v, x.max(0, keepdim=True)[0]); same("max.dim indices", i, x.max(0, keepdim=True)[1])
+    same("arange", torch.arange(0, 1, 0.1, device=d), torch.arange(0, 1, 0.1))
+    same("linspace", torch.linspace(-1, 3, 7, device=d), torch.linspace(-1, 3, 7))
+    same("stack", torch.stack([x.to(d), x.to(d) * 2], 1), torch.stack([x, x * 2], 1))
+    same("pad", F.pad(x.to(d), (1, 2, -1, 3), value=0.5), F.pad(x, (1, 2, -1, 3), value=0.5))
+    same("flip", x.to(d).flip(0, 1), x.flip(0, 1))
+    same("roll", x.to(d).roll((2, -1), (0, 1)), x.roll((2, -1), (0, 1)))
+    same("repeat", x.to(d).repeat(2, 1, 3), x.repeat(2, 1, 3))
+    same("var", x.to(d).var(1, correction=0), x.var(1, correction=0))
+    same("std", x.to(d).std(), x.std())
+    same("logsumexp", x.to(d).logsumexp(1), x.logsumexp(1))
+    same("silu", F.silu(x.to(d)), F.silu(x))
+    same("dot", torch.dot(x[0].to(d), x[1].to(d)), torch.dot(x[0], x[1]))
+    same("mv", torch.mv(x.to(d), x[0].to(d)), torch.mv(x, x[0]))
+    errors = {
+        "index out of range in self": lambda: F.embedding(torch.tensor([0, 99]).to(d), W.to(d)),
+        "index 9 is out of bounds for dimension 1 with size 7": lambda: torch.gather(x.to(d), 1, torch.tensor([[9]]).to(d)),
+        "Target 12 is out of bounds.": lambda: F.nll_loss(logits.to(d), torch.full((6,), 12).to(d)),
+    }
+    for message, call in errors.items():
+        try:
+            call()
+        except IndexError as e:
+            assert message in str(e), (message, str(e))
+        else:
+            raise AssertionError("no error: " + message)
+    assert torch.neuron.fallback_report() == [], torch.neuron.fallback_report()
+    """, env=NATIVE | {"OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path)})
+
+
+def test_convolution_and_attention_train_without_fallback(tmp_path):
+    run_python("""
+    import torch
+    import torch.nn.functional as F
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1, groups=1)
+    gconv = torch.nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=4)
+    x = torch.randn(2, 3, 9, 9)
+    def step(device):
+        c, g = conv.to(device), gconv.to(device)
+        xi = x.detach().clone().to(device).requires_grad_()
+        y = g(F.relu(c(xi)))
+        q = y.flatten(2).transpose(1, 2)            # [2, 25, 8] as a sequence
+        a = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+        a.square().sum().backward()
+        return a.cpu(), xi.grad.cpu(), c.weight.grad.cpu(), g.bias.grad.cpu()
+    ref = step("cpu")
+    conv.zero_grad(); gconv.zero_grad()
+    got = step("neuron")
+    for r, g in zip(ref, got):
+        torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-4)
+    assert torch.neuron.fallback_report() == [], torch.neuron.fallback_report()
+    """, env=NATIVE | {"OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path)})
+
+
+def test_ops_without_kernels_run_as_decompositions(tmp_path):
+    run_python("""
+    import torch
+    torch.manual_seed(0)
+    x = torch.randn(6, 5)
+    torch.neuron.reset_eager_kernel_report()
+    # ops with no kernel of their own but a PyTorch decomposition
+    for name, f in {"addcmul_": lambda t: t.clone().addcmul_(t, t, value=0.5),
+                    "diag_embed": lambda t: torch.diag_embed(t),
+                    "tril": lambda t: torch.tril(t, -1)}.items():
+        torch.testing.assert_close(f(x.to("neuron")).cpu(), f(x), msg=name)
+    assert torch.neuron.fallback_report() == [], torch.neuron.fallback_report()
+    """, env=NATIVE | {"OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path)})
