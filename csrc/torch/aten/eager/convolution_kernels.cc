@@ -120,7 +120,11 @@ std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> device_convolution
     // sum over n of go [o/g, l] x cols^T [l, ck], as one product per group
     const at::Tensor a = go.permute({1, 2, 0, 3}).reshape({s.g, s.o / s.g, s.n * s.l()});
     const at::Tensor b = cols.permute({1, 0, 3, 2}).reshape({s.g, s.n * s.l(), s.ck()});
-    grad_weight = at::bmm(a, b).reshape(weight.sizes());
+    // A long sum (n times the output's size): float32 accumulates in
+    // float64, as the compiler's float32 sums do, then rounds once.
+    grad_weight = a.scalar_type() == at::kFloat
+                      ? at::bmm(a.to(at::kDouble), b.to(at::kDouble)).to(at::kFloat).reshape(weight.sizes())
+                      : at::bmm(a, b).reshape(weight.sizes());
   }
   if (output_mask[0]) {
     // Columns' gradient [n, g, ck, l], added back into the padded input

@@ -57,8 +57,12 @@ bool run_decomposition(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
   if (!settings().eager_decompositions || !Py_IsInitialized() ||
       std::find(t_decomposing.begin(), t_decomposing.end(), &schema) != t_decomposing.end())
     return false;
-  for (const auto& arg : schema.arguments())
+  // Functional ops only: the decompositions of in-place and out= forms do
+  // not check their output as the op does (a broadcast self, a resize).
+  for (const auto& arg : schema.arguments()) {
     if (arg.type()->str().find("Generator") != std::string::npos) return false;
+    if (arg.alias_info() && arg.alias_info()->isWrite()) return false;
+  }
   py::gil_scoped_acquire gil;
   if (!has_decomposition(schema)) return false;
   const size_t n = schema.arguments().size();
@@ -76,6 +80,7 @@ bool run_decomposition(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
     return false;
   }
   t_decomposing.pop_back();
+  if (result.is(py::reinterpret_borrow<py::object>(Py_NotImplemented))) return false;  // not for these arguments
   const auto& returns = schema.returns();
   std::vector<c10::IValue> outs;
   if (returns.size() == 1) {
@@ -85,6 +90,19 @@ bool run_decomposition(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
     TORCH_CHECK(items.size() == returns.size(), "the decomposition of ", full_name(schema), " returned ",
                 items.size(), " values, expected ", returns.size());
     for (size_t i = 0; i < returns.size(); ++i) outs.push_back(torch::jit::toIValue(items[i], returns[i].real_type()));
+  }
+  // A result the op owns must not be a view of an argument (as it may be
+  // from a decomposition that returns its input for a no-op).
+  for (size_t r = 0; r < outs.size(); ++r) {
+    if (!outs[r].isTensor() || returns[r].alias_info()) continue;
+    const at::Tensor& t = outs[r].toTensor();
+    for (size_t i = 0; t.defined() && i < n; ++i) {
+      const c10::IValue& a = (*stack)[stack->size() - n + i];
+      if (a.isTensor() && a.toTensor().defined() && t.is_alias_of(a.toTensor())) {
+        outs[r] = t.clone();
+        break;
+      }
+    }
   }
   torch::jit::drop(*stack, n);
   for (auto& v : outs) stack->push_back(std::move(v));

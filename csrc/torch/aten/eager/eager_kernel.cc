@@ -380,21 +380,23 @@ const at::Tensor& source(const CallPlan& plan, size_t operand, c10::ArrayRef<c10
   return s >= 0 ? args[s].toTensor() : outs[-1 - s];
 }
 
-// The plan of a call just compiled: where each graph operand comes from.
+// The plan of a call just compiled: where each graph operand comes from,
+// by position (eager_graph.h: the defined results, then each neuron tensor
+// argument in order but the one written), never by identity (a call of
+// x * x must not make x * y read x twice).
 std::shared_ptr<const CallPlan> make_plan(const EagerOp& e, c10::ArrayRef<c10::IValue> args,
                                           const std::vector<at::Tensor>& outs, const EagerGraph& graph,
                                           std::shared_ptr<EagerKernel> kernel) {
   auto plan = std::make_shared<CallPlan>();
-  for (const at::Tensor& t : graph.operands) {
-    int s = std::numeric_limits<int>::min();
-    for (size_t k = 0; k < outs.size() && s == std::numeric_limits<int>::min(); ++k)
-      if (outs[k].defined() && outs[k].unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) s = -1 - static_cast<int>(k);
-    for (size_t i = 0; i < args.size() && s == std::numeric_limits<int>::min(); ++i)
-      if (args[i].isTensor() && args[i].toTensor().unsafeGetTensorImpl() == t.unsafeGetTensorImpl())
-        s = static_cast<int>(i);
-    if (s == std::numeric_limits<int>::min()) return nullptr;  // an operand of its own: not planned
-    plan->sources.push_back(s);
-  }
+  for (size_t k = 0; k < outs.size(); ++k)
+    if (outs[k].defined()) plan->sources.push_back(-1 - static_cast<int>(k));
+  for (size_t i = 0; i < args.size(); ++i)
+    if (is_neuron(args[i]) && !(e.form != EagerOp::Form::Functional && static_cast<int>(i) == e.out_arg))
+      plan->sources.push_back(static_cast<int>(i));
+  if (plan->sources.size() != graph.operands.size()) return nullptr;
+  for (size_t j = 0; j < plan->sources.size(); ++j)  // the same tensors, in the same places
+    if (source(*plan, j, args, outs).unsafeGetTensorImpl() != graph.operands[j].unsafeGetTensorImpl())
+      return nullptr;
   if (e.form == EagerOp::Form::Functional)
     for (const at::Tensor& t : outs)
       plan->results.push_back(t.defined() ? CallPlan::Result{true, t.sizes().vec(), t.strides().vec(), t.scalar_type()}
@@ -446,7 +448,7 @@ std::shared_ptr<const CallPlan> plan_call(const c10::OperatorHandle& op, const E
     if (c.plans.size() > 16384) c.plans.clear();  // bounded: shapes come and go
     c.plans.emplace(std::move(key), plan);
   }
-  return plan;  // null only if an operand were neither an argument nor a result: never
+  return plan;  // null only if the graph had operands of its own: never
 }
 
 void launch_call(const CallPlan& plan, c10::ArrayRef<c10::IValue> args, const std::vector<at::Tensor>& outs,

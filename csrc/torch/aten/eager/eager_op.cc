@@ -27,8 +27,8 @@ bool is_decomposed_pointwise(const std::string& base, const std::string& overloa
       "masked_fill.Tensor", "silu", "silu_backward", "sigmoid_backward", "tanh_backward", "threshold",
       "threshold_backward", "hardtanh", "hardtanh_backward", "leaky_relu", "leaky_relu_backward", "elu",
       "elu_backward", "hardsigmoid", "hardsigmoid_backward", "hardswish", "hardswish_backward", "softplus",
-      "softplus_backward", "mish", "rsub.Tensor", "rsub.Scalar", "logaddexp", "logaddexp2", "xlogy.Tensor",
-      "deg2rad", "rad2deg", "hypot", "fmax", "fmin", "heaviside", "softshrink", "hardshrink",
+      "softplus_backward", "mish", "rsub.Tensor", "rsub.Scalar", "logaddexp", "logaddexp2",
+      "deg2rad", "rad2deg", "fmax", "fmin", "heaviside", "softshrink", "hardshrink",
       "softshrink_backward", "hardshrink_backward", "sinc", "logit", "nan_to_num", "isinf", "isposinf",
       "isneginf"};
   return names.count(base) || names.count(base + "." + overload);
@@ -80,8 +80,8 @@ EagerOp classify(const c10::OperatorHandle& op) {
   if (e.decomposed || compiler::find_pointwise(e.target) || base == "clamp" || base == "clone" || base == "copy" ||
       e.target == "aten.full_like.default") {
     e.family = EagerOp::Family::Pointwise;
-  } else if (base == "mm" || base == "bmm" || base == "addmm" || base == "baddbmm" || base == "dot" ||
-             base == "vdot" || base == "mv" || base == "addmv" || base == "addr") {
+  } else if (base == "mm" || base == "bmm" || base == "addmm" || base == "baddbmm" || base == "mv" ||
+             base == "addmv" || base == "addr") {
     e.family = EagerOp::Family::Matmul;
   } else if (is_reduction(base) || is_row_op(base) || base == "linalg_vector_norm") {
     // var and std by correction only (the other overloads reach the

@@ -345,7 +345,8 @@ bool ramp(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::St
   const double start = args[0].toScalar().toDouble(), end = args[1].toScalar().toDouble();
   const int64_t n = out.numel();
   double step = linspace ? (n > 1 ? (end - start) / static_cast<double>(n - 1) : 0.0) : args[2].toScalar().toDouble();
-  if (n > 0) launch_compiled_kernel(k.kernel, {out}, {n, bits(start), bits(step), linspace, bits(end)});
+  const bool from_both_ends = linspace && n > 1;  // one step: the start, as the CPU
+  if (n > 0) launch_compiled_kernel(k.kernel, {out}, {n, bits(start), bits(step), from_both_ends, bits(end)});
   finish(stack, args.size(), std::move(outs));
   return true;
 }
