@@ -411,7 +411,8 @@ std::shared_ptr<const CallPlan> make_plan(const EagerOp& e, c10::ArrayRef<c10::I
 
 std::shared_ptr<const CallPlan> plan_call(const c10::OperatorHandle& op, const EagerOp& e, c10::DeviceIndex device,
                                           c10::ArrayRef<c10::IValue> args, std::vector<at::Tensor>* outs) {
-  std::string key;
+  // Per device: a plan holds the kernel as loaded on its device.
+  std::string key(reinterpret_cast<const char*>(&device), sizeof device);
   const bool keyed = e.form != EagerOp::Form::Out && call_key(op, args, &key);
   if (keyed) {
     std::shared_ptr<const CallPlan> plan;
