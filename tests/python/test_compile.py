@@ -239,8 +239,12 @@ def test_attention_is_the_fused_flash_kernel():
 
     check(attention, x, w, grad=True, atol=1e-4, rtol=1e-4)
     ops = compiler.metrics()["extern_ops"]
-    assert "aten._scaled_dot_product_flash_attention_for_cpu.default" in ops, ops
-    assert "aten._scaled_dot_product_flash_attention_for_cpu_backward.default" in ops, ops
+    if os.environ.get("OPENNEURON_DRIVER") == "protected":
+        # Memory the host cannot address: the math path, compiled into kernels.
+        assert not any("flash_attention" in op for op in ops), ops
+    else:
+        assert "aten._scaled_dot_product_flash_attention_for_cpu.default" in ops, ops
+        assert "aten._scaled_dot_product_flash_attention_for_cpu_backward.default" in ops, ops
 
 
 _INPLACE_CASES = {

@@ -334,7 +334,10 @@ bool ramp(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::St
   Args args = args_of(op, stack);
   const at::Tensor& out_arg = args[3].toTensor();
   const char* suffix = type_suffix(out_arg.scalar_type());
-  if (!suffix || (linspace && !float_type(out_arg.scalar_type()))) return false;
+  // A floating arange is ATen's per-lane computation (a float step added
+  // within each vector), which a plain start + i * step does not reproduce
+  // bitwise: it stays on the CPU.
+  if (!suffix || float_type(out_arg.scalar_type()) != linspace) return false;
   for (int i = 0; i < 2; ++i)
     if (!args[i].isScalar() || args[i].toScalar().isComplex()) return false;
   Launch k = find(device, std::string("ramp_") + suffix);
