@@ -10,16 +10,14 @@
 
 #include "torch/aten/eager/eager_kernel.h"
 #include "torch/aten/eager/eager_op.h"
+#include "torch/aten/eager/tensor_alias.h"
 #include "torch/runtime/compiled_kernels.h"
 
 namespace openneuron::integration {
 namespace {
 
-// `t`'s memory seen with these sizes, strides and offset (no dispatch).
 at::Tensor seen(const at::Tensor& t, c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t offset) {
-  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(t.storage()), t.key_set(), t.dtype());
-  impl->set_sizes_and_strides(sizes, strides, offset);
-  return at::Tensor(std::move(impl));
+  return alias_with(t, sizes, strides, offset);
 }
 
 at::Tensor narrowed(const at::Tensor& t, int64_t dim, int64_t start, int64_t length) {

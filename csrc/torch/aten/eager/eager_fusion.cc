@@ -10,6 +10,7 @@
 #include "torch/aten/eager/eager_graph.h"
 #include "torch/aten/eager/eager_kernel.h"
 #include "torch/aten/eager/held_call.h"
+#include "torch/aten/eager/tensor_alias.h"
 #include "torch/aten/router.h"
 #include "torch/runtime/device.h"
 #include "torch/runtime/settings.h"
@@ -127,9 +128,7 @@ bool depends_on(const Chain& ch, const std::vector<TensorKey>& reads) {
 // A tensor over `storage` seen as `k` (a result's surrogate once its
 // tensor is gone, or a tensor as it was before an in-place view op).
 at::Tensor seen_as(const c10::Storage& storage, const TensorKey& k, c10::DispatchKeySet ks) {
-  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(storage), ks, c10::scalarTypeToTypeMeta(k.dtype));
-  impl->set_sizes_and_strides(k.sizes, k.strides, k.offset);
-  return at::Tensor(std::move(impl));
+  return alias_of_storage(storage, ks, c10::scalarTypeToTypeMeta(k.dtype), k.sizes, k.strides, k.offset);
 }
 
 at::Tensor as_held(const at::Tensor& t, const TensorKey& k) {

@@ -13,6 +13,7 @@
 #include "hal/driver.h"
 #include "torch/aten/eager/eager_kernel.h"
 #include "torch/aten/eager/kernel_geometry.h"
+#include "torch/aten/eager/tensor_alias.h"
 #include "torch/runtime/compiled_kernels.h"
 
 namespace openneuron::integration {
@@ -55,9 +56,7 @@ namespace {
 // `t`'s memory seen with other sizes and strides (no dispatch: a matrix
 // view of a vector for the gemm).
 at::Tensor viewed(const at::Tensor& t, c10::IntArrayRef sizes, c10::IntArrayRef strides) {
-  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(t.storage()), t.key_set(), t.dtype());
-  impl->set_sizes_and_strides(sizes, strides, t.storage_offset());
-  return at::Tensor(std::move(impl));
+  return alias_with(t, sizes, strides, t.storage_offset());
 }
 
 // The gemm C = alpha A B + beta X on 2-d or 3-d (batched) operands; X
