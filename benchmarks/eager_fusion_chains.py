@@ -1,0 +1,77 @@
+"""Adaptive Eager Execution, side by side: memory-bound chains written as
+separate eager ops (GELU as 8 ops, LayerNorm as 8, softmax as 5, an
+RMSNorm + SiLU gate) on cpu eager and on neuron with fusion on and off, in
+one process, with the largest difference from cpu eager.
+
+    OPENNEURON_EAGER_FUSION=1 .venv/bin/python benchmarks/eager_fusion_chains.py   (host: fusion is opt-in)
+    OPENNEURON_DRIVER=protected .venv/bin/python benchmarks/eager_fusion_chains.py
+"""
+import math
+import os
+import time
+
+import torch
+
+import openneuron  # noqa: F401  (the neuron device)
+
+
+def gelu8(x):
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+def layernorm8(x, w, b):
+    m = x.mean(-1, keepdim=True)
+    xc = x - m
+    v = (xc * xc).mean(-1, keepdim=True)
+    return xc * torch.rsqrt(v + 1e-5) * w + b
+
+
+def softmax5(x):
+    e = torch.exp(x - x.amax(-1, keepdim=True))
+    return e / e.sum(-1, keepdim=True)
+
+
+def rmsnorm_silu_gate(x, g, w):
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+    return y * (g * torch.sigmoid(g))
+
+
+def per_call_ms(f, args, n=10):
+    keep = []  # results stay alive: a chain nobody reads would not run
+    for _ in range(2):
+        keep.append(f(*args))
+    if args[0].device.type != "cpu":
+        torch.neuron.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        keep.append(f(*args))
+    if args[0].device.type != "cpu":
+        torch.neuron.synchronize()
+    return (time.perf_counter() - t0) / n * 1e3
+
+
+def main():
+    torch.manual_seed(0)
+    x, g = torch.randn(4096, 1024), torch.randn(4096, 1024)
+    w, b = torch.randn(1024), torch.randn(1024)
+    cases = {"GELU as 8 ops": (gelu8, (x,)), "LayerNorm as 8 ops": (layernorm8, (x, w, b)),
+             "softmax as 5 ops": (softmax5, (x,)), "RMSNorm + SiLU gate": (rmsnorm_silu_gate, (x, g, w))}
+    was = torch.neuron.is_eager_fusion_enabled()
+    print(f"4096x1024 fp32, ms per call; driver {os.environ.get('OPENNEURON_DRIVER', 'host')}")
+    for name, (f, args) in cases.items():
+        on_device = tuple(a.to("neuron") for a in args)
+        ref = f(*args)
+        row = {}
+        for fusion in (True, False):
+            torch.neuron.set_eager_fusion(fusion)
+            err = (f(*on_device).cpu() - ref).abs().max().item()
+            row[fusion] = (per_call_ms(f, on_device), err)
+        cpu = per_call_ms(f, args)
+        print(f"{name:22s} cpu eager {cpu:7.2f} | neuron fusion on {row[True][0]:7.2f} ({cpu / row[True][0]:.2f}x, "
+              f"max diff {row[True][1]:.1e}) | fusion off {row[False][0]:7.2f} ({cpu / row[False][0]:.2f}x)")
+    torch.neuron.set_eager_fusion(was)
+    print("fusion stats:", torch.neuron.eager_fusion_stats())
+
+
+if __name__ == "__main__":
+    main()
