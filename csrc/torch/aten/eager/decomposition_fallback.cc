@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -30,23 +31,31 @@ py::object decompositions() {
   return *module;
 }
 
-// Whether the op has a decomposition to run (asked once per op; GIL held).
-bool has_decomposition(const c10::FunctionSchema& schema) {
-  static std::mutex mutex;
-  static auto* known = new std::unordered_map<const c10::FunctionSchema*, bool>();
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = known->find(&schema);
-    if (it != known->end()) return it->second;
-  }
+std::mutex g_known_mutex;
+std::unordered_map<const c10::FunctionSchema*, bool>& known() {
+  static auto* map = new std::unordered_map<const c10::FunctionSchema*, bool>();
+  return *map;
+}
+
+// What is known of the op's decomposition: true/false, or nullopt (not
+// asked yet; asking needs the GIL).
+std::optional<bool> known_decomposition(const c10::FunctionSchema& schema) {
+  std::lock_guard<std::mutex> lock(g_known_mutex);
+  auto it = known().find(&schema);
+  if (it == known().end()) return std::nullopt;
+  return it->second;
+}
+
+// Asks the Python side once per op (GIL held).
+bool ask_decomposition(const c10::FunctionSchema& schema) {
   bool has = false;
   try {
     has = decompositions().attr("has_decomposition")(full_name(schema)).cast<bool>();
   } catch (const py::error_already_set&) {
     has = false;
   }
-  std::lock_guard<std::mutex> lock(mutex);
-  (*known)[&schema] = has;
+  std::lock_guard<std::mutex> lock(g_known_mutex);
+  known()[&schema] = has;
   return has;
 }
 
@@ -63,8 +72,10 @@ bool run_decomposition(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
     if (arg.type()->str().find("Generator") != std::string::npos) return false;
     if (arg.alias_info() && arg.alias_info()->isWrite()) return false;
   }
+  // Ops known to have none never take the GIL.
+  if (known_decomposition(schema) == std::optional<bool>(false)) return false;
   py::gil_scoped_acquire gil;
-  if (!has_decomposition(schema)) return false;
+  if (!known_decomposition(schema).value_or(false) && !ask_decomposition(schema)) return false;
   const size_t n = schema.arguments().size();
   py::tuple args(n);
   for (size_t i = 0; i < n; ++i) args[i] = torch::jit::toPyObject((*stack)[stack->size() - n + i]);

@@ -1,9 +1,21 @@
 #include "torch/aten/eager/decompositions.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <cstdlib>
 
 namespace openneuron::integration {
+
+std::string json_number(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  // A float keeps its point, so it is read back as a float.
+  if (!std::strpbrk(buf, ".eE")) std::strcat(buf, ".0");
+  return buf;
+}
 
 // A row op's value "v" from its tensor arguments: softmax and log_softmax
 // and their backwards, as PyTorch decomposes them, computed in float32 for

@@ -30,6 +30,10 @@ struct GraphWriter {
   std::string lead_dims;  // the others
 };
 
+// A double as graph JSON text: NaN and infinities as the compiler's JSON
+// reads them, a whole number with its point (read back as a float).
+std::string json_number(double v);
+
 // _softmax, _log_softmax and their backwards (value "v"), native_layer_norm
 // and its backward (values "v0", "v1", "v2": one per result); `refs` the
 // tensor arguments, `args` every argument's text by name, `dtype` the first

@@ -43,15 +43,6 @@ std::string quoted(const std::string& s) {
   return out + "\"";
 }
 
-std::string number(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  // A float keeps its point, so it is read back as a float.
-  if (!std::strpbrk(buf, ".eE")) std::strcat(buf, ".0");
-  return buf;
-}
 
 class Builder {
  public:
@@ -199,7 +190,7 @@ std::optional<std::string> literal(const c10::IValue& v, const c10::Argument& ar
         default: return std::nullopt;
       }
     case c10::TypeKind::IntType: return std::to_string(v.toInt());
-    case c10::TypeKind::FloatType: return number(v.toDouble());
+    case c10::TypeKind::FloatType: return json_number(v.toDouble());
     case c10::TypeKind::BoolType: return v.toBool() ? "true" : "false";
     case c10::TypeKind::StringType: return quoted(std::string(v.toStringRef()));
     case c10::TypeKind::ListType: {
@@ -216,7 +207,7 @@ std::optional<std::string> literal(const c10::IValue& v, const c10::Argument& ar
     case c10::TypeKind::NumberType:  // a Scalar: alpha is a compile-time constant to the compiler
       if (v.isBool()) return v.toBool() ? "true" : "false";
       if (v.isInt()) return std::to_string(v.toInt());
-      if (v.isDouble()) return number(v.toDouble());
+      if (v.isDouble()) return json_number(v.toDouble());
       return std::nullopt;
     default: return std::nullopt;
   }

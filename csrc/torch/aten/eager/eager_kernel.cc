@@ -500,10 +500,6 @@ bool eager_overlap_is_safe(const EagerOp& e, c10::ArrayRef<c10::IValue> args, co
   return overlap_is_safe(e, args, out);
 }
 
-bool has_eager_kernel(const std::string& name, const EagerGraph& graph, c10::DeviceIndex device) {
-  return kernel_for(name, graph.json, device)->ok;
-}
-
 bool launch_eager_graph(const std::string& name, const EagerGraph& graph, c10::DeviceIndex device,
                         size_t max_kernels) {
   std::shared_ptr<EagerKernel> k = kernel_for(name, graph.json, device);

@@ -57,8 +57,6 @@ std::shared_ptr<const CallPlan> plan_call(const c10::OperatorHandle& op, const E
 void launch_call(const CallPlan& plan, c10::ArrayRef<c10::IValue> args, const std::vector<at::Tensor>& outs,
                  c10::DeviceIndex device);
 
-// Whether the graph has a kernel (compiling it on first use), reported under `name`.
-bool has_eager_kernel(const std::string& name, const EagerGraph& graph, c10::DeviceIndex device);
 // Launches the graph's kernels on the current stream; false when it has
 // none, or more than `max_kernels` (0: any number).
 bool launch_eager_graph(const std::string& name, const EagerGraph& graph, c10::DeviceIndex device,

@@ -67,12 +67,11 @@ at::Tensor as_type(const at::Tensor& t, at::ScalarType dtype) {
 }
 
 struct Launch {
-  c10::DeviceIndex device;
   int64_t kernel = -1;
   bool ok() const { return kernel >= 0; }
 };
 
-Launch find(c10::DeviceIndex device, const std::string& entry) { return {device, library_kernel(device, entry)}; }
+Launch find(c10::DeviceIndex device, const std::string& entry) { return {library_kernel(device, entry)}; }
 
 // The error word a kernel sets for an index out of range, zeroed.
 at::Tensor error_word(const at::Tensor& like) {
@@ -374,7 +373,6 @@ bool stack_op(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit
 }
 
 const std::unordered_map<std::string, Handler>& handlers() {
-  using namespace std::placeholders;
   static const auto* table = new std::unordered_map<std::string, Handler>{
       {"aten::index_select", [](auto& op, auto d, auto* s) { return index_select(op, d, s, false); }},
       {"aten::embedding", [](auto& op, auto d, auto* s) { return index_select(op, d, s, true); }},

@@ -97,12 +97,6 @@ bool run_matmul(const EagerOp& op, c10::ArrayRef<c10::IValue> args, const at::Te
   const std::string& t = op.target;
   auto tensor = [&](int i) { return args[i].toTensor(); };
   auto scalar = [&](int i) { return args[i].toScalar().toDouble(); };
-  if (t == "aten.dot.default" || t == "aten.vdot.default") {  // [1, k] x [k, 1]
-    const at::Tensor a = tensor(0), b = tensor(1);
-    if (a.is_complex()) return false;
-    return gemm(viewed(a, {1, a.size(0)}, {0, a.stride(0)}), viewed(b, {b.size(0), 1}, {b.stride(0), 0}),
-                viewed(out, {1, 1}, {1, 1}), out, {}, 1.0, 0.0, device);
-  }
   if (t == "aten.mv.default" || t == "aten.addmv.default") {  // [m, k] x [k, 1] (+ beta self)
     const bool adds = t == "aten.addmv.default";
     const at::Tensor a = tensor(adds ? 1 : 0), v = tensor(adds ? 2 : 1);

@@ -2,22 +2,12 @@
 // the ops the compiler lowers, as PyTorch's CPU kernels compute them (the
 // same branches; values within the op's tolerance, not bitwise).
 #include <cmath>
-#include <cstdio>
 #include <limits>
 
 #include "torch/aten/eager/decompositions.h"
 
 namespace openneuron::integration {
 namespace {
-
-std::string number(double v) {
-  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  std::string s = buf;
-  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
-  return s;
-}
 
 // The largest finite value of a floating dtype (nan_to_num's default).
 double largest(at::ScalarType t) {
@@ -152,9 +142,9 @@ bool activation_decomposition(GraphWriter& b, const std::string& target,
           where("w", test("z", "aten.eq.Scalar", x, "0"), "0",
                 op("p", "aten.mul.Tensor", x, op("l", "aten.log.default", o))));
   } else if (target == "aten.deg2rad.default") {
-    op("v", "aten.mul.Tensor", x, number(M_PI / 180.0));
+    op("v", "aten.mul.Tensor", x, json_number(M_PI / 180.0));
   } else if (target == "aten.rad2deg.default") {
-    op("v", "aten.mul.Tensor", x, number(180.0 / M_PI));
+    op("v", "aten.mul.Tensor", x, json_number(180.0 / M_PI));
   } else if (target == "aten.hypot.default") {
     const std::string o = arg("other");
     op("v", "aten.sqrt.default", op("s", "aten.add.Tensor", op("a2", "aten.mul.Tensor", x, x), op("b2", "aten.mul.Tensor", o, o)));
@@ -180,19 +170,19 @@ bool activation_decomposition(GraphWriter& b, const std::string& target,
     const std::string grad = target == "aten.softshrink_backward.default" ? g : arg("grad_out");
     where("v", in, "0", backward ? grad : x);
   } else if (target == "aten.sinc.default") {  // x == 0: 1; else sin(pi x) / (pi x)
-    const std::string px = op("px", "aten.mul.Tensor", x, number(M_PI));
+    const std::string px = op("px", "aten.mul.Tensor", x, json_number(M_PI));
     where("v", test("z", "aten.eq.Scalar", x, "0"), "1.0", op("q", "aten.div.Tensor", op("s", "aten.sin.default", px), px));
   } else if (target == "aten.logit.default") {  // log(z / (1 - z)), z clamped to [eps, 1 - eps]
     std::string z = x;
     if (!arg("eps").empty()) {
       const double eps = std::stod(arg("eps"));
-      z = op("z", "aten.clamp.default", x, number(eps) + "," + number(1.0 - eps));
+      z = op("z", "aten.clamp.default", x, json_number(eps) + "," + json_number(1.0 - eps));
     }
     op("v", "aten.log.default", op("q", "aten.div.Tensor", z, one_minus("omz", z)));
   } else if (target == "aten.nan_to_num.default") {
     const std::string nan = arg("nan").empty() ? "0.0" : arg("nan");
-    const std::string pos = arg("posinf").empty() ? number(largest(dtype)) : arg("posinf");
-    const std::string neg = arg("neginf").empty() ? number(-largest(dtype)) : arg("neginf");
+    const std::string pos = arg("posinf").empty() ? json_number(largest(dtype)) : arg("posinf");
+    const std::string neg = arg("neginf").empty() ? json_number(-largest(dtype)) : arg("neginf");
     where("v", b.node("n", "aten.isnan.default", x, mb), nan,
           where("p", test("pi", "aten.eq.Scalar", x, "Infinity"), pos,
                 where("q", test("ni", "aten.eq.Scalar", x, "-Infinity"), neg, x)));
