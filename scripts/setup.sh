@@ -9,6 +9,13 @@ command -v ccache >/dev/null || need_apt+=(ccache)
 command -v ninja >/dev/null || need_apt+=(ninja-build)
 command -v cmake >/dev/null || need_apt+=(cmake)
 [ -f /usr/lib/x86_64-linux-gnu/libgtest.a ] || [ -f /usr/lib/aarch64-linux-gnu/libgtest.a ] || need_apt+=(libgtest-dev)
+# The vulkan driver: loader and headers, Mesa's lavapipe (a Vulkan device on
+# the CPU, so every machine has one), the validation layer the tests run
+# with, and shaderc/glslang/SPIRV-Tools for GLSL -> SPIR-V in process.
+need_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed" || need_apt+=("$1"); }
+for pkg in libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers libshaderc-dev glslang-dev spirv-tools; do
+  need_pkg "$pkg"
+done
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "[setup] installing system packages: ${need_apt[*]}"
   apt-get update -qq

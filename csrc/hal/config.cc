@@ -79,6 +79,29 @@ int parse_device_count(const std::string& text) {
   return value;
 }
 
+// "1,0,2" -> {1, 0, 2}: distinct non-negative indices.
+std::vector<int> parse_index_list(const std::string& text, const char* variable) {
+  std::vector<int> indices;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    size_t end = text.find(',', begin);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = trim(text.substr(begin, end - begin));
+    int value = -1;
+    auto [last, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
+    bool repeated = false;
+    for (int seen : indices) repeated = repeated || seen == value;
+    if (item.empty() || ec != std::errc() || last != item.data() + item.size() || value < 0 ||
+        repeated) {
+      throw Error(std::string("Invalid value for ") + variable + ": '" + text +
+                  "' (expected distinct device indices such as 0 or 1,0)");
+    }
+    indices.push_back(value);
+    begin = end + 1;
+  }
+  return indices;
+}
+
 // 80% of physical RAM, shared by all host devices: what they may hold
 // together (pages are only committed when touched).
 size_t default_device_memory() {
@@ -100,6 +123,21 @@ Config load_config() {
   }
   if (config.host_device_memory == 0) {
     config.host_device_memory = default_device_memory();
+  }
+  if (auto v = get_env("OPENNEURON_VULKAN_DEVICES")) {
+    config.vulkan_devices = parse_index_list(*v, "OPENNEURON_VULKAN_DEVICES");
+  }
+  if (auto v = get_env("OPENNEURON_VULKAN_VALIDATION")) config.vulkan_validation = trim(*v) != "0";
+  const auto cache = get_env("OPENNEURON_COMPILE_CACHE");
+  if (!cache || trim(*cache) != "0") {
+    if (auto dir = get_env("OPENNEURON_COMPILE_CACHE_DIR")) {
+      config.vulkan_pipeline_cache_dir = *dir;
+    } else {
+      const auto xdg = get_env("XDG_CACHE_HOME");
+      const auto home = get_env("HOME");
+      if (xdg || home)
+        config.vulkan_pipeline_cache_dir = (xdg ? *xdg : *home + "/.cache") + "/openneuron/kernels";
+    }
   }
   return config;
 }

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace openneuron::hal {
 
@@ -12,6 +13,16 @@ struct Config {
   int host_device_count = 4;    // OPENNEURON_HOST_DEVICES
   // OPENNEURON_HOST_DEVICE_MEMORY: bytes all host devices share (0 = default)
   size_t host_device_memory = 0;
+  // OPENNEURON_VULKAN_DEVICES: physical-device indices, in the order they
+  // become neuron devices ("1,0"); empty = every qualifying device.
+  std::vector<int> vulkan_devices;
+  // OPENNEURON_VULKAN_VALIDATION=1: the Khronos validation layer, whose
+  // messages are raised as errors (the test suite turns it on).
+  bool vulkan_validation = false;
+  // Where the Vulkan driver keeps its VkPipelineCache: beside the kernel
+  // cache (OPENNEURON_COMPILE_CACHE_DIR); empty when caching is off
+  // (OPENNEURON_COMPILE_CACHE=0).
+  std::string vulkan_pipeline_cache_dir;
 };
 
 // Parsed on first use; invalid values throw Error naming the variable.

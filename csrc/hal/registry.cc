@@ -6,6 +6,9 @@
 #include "hal/config.h"
 #include "hal/drivers/host/host_driver.h"
 #include "hal/drivers/protected/protected_driver.h"
+#if OPENNEURON_HAL_VULKAN
+#include "hal/drivers/vulkan/vulkan_driver.h"
+#endif
 #include "hal/error.h"
 
 namespace openneuron::hal {
@@ -18,6 +21,9 @@ const std::vector<std::pair<std::string, Factory>>& drivers() {
   static const auto* table = new std::vector<std::pair<std::string, Factory>>{
       {"host", [] { return std::make_unique<HostDriver>(); }},
       {"protected", [] { return std::make_unique<ProtectedDriver>(); }},
+#if OPENNEURON_HAL_VULKAN
+      {"vulkan", [] { return std::make_unique<VulkanDriver>(); }},
+#endif
   };
   return *table;
 }

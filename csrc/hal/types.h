@@ -42,6 +42,10 @@ struct DeviceProperties {
   bool native_int64 = false;
   bool native_fp16 = false;
   bool native_bf16 = false;
+  bool native_int8 = false;
+  // Matrix units a kernel reaches through VK_KHR_cooperative_matrix (or the
+  // vendor's equivalent): the fast path for fp16/bf16 products.
+  bool cooperative_matrix = false;
   // The compiler target whose executables load_executable takes ("cpp": a
   // shared object of C++ kernels, the CPU drivers).
   std::string kernel_target;

@@ -22,6 +22,10 @@
 #include "hal/driver.h"
 #include "hal/error.h"
 #include "hal/registry.h"
+#if OPENNEURON_HAL_VULKAN
+#include "hal/drivers/vulkan/spirv_executable_file.h"
+#include "hal/drivers/vulkan/vulkan_device.h"
+#endif
 #include "test_util.h"
 
 namespace openneuron::hal {
@@ -42,6 +46,13 @@ std::vector<uint8_t> pattern(size_t bytes, uint8_t seed) {
 class DriverConformanceTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override { driver_ = create_driver(GetParam()); }
+  void TearDown() override {
+    driver_.reset();
+#if OPENNEURON_HAL_VULKAN
+    // The suite runs with the validation layer on: any message fails.
+    if (GetParam() == "vulkan") EXPECT_EQ(vulkan_validation_message_count(), 0u);
+#endif
+  }
 
   // Device memory filled from `data` with a synchronous copy.
   void* upload(int device, const std::vector<uint8_t>& data) {
@@ -556,14 +567,65 @@ extern "C" const int64_t axpb_info[5] = {3, 3, 1, 1, 1};
 extern "C" void no_metadata(void**, const int64_t*, int64_t) {}
 )";
 
+#if OPENNEURON_HAL_VULKAN
+// The same kernel for the Vulkan driver's ABI (spirv_executable_file.h):
+// the push constant is the address of the arguments block.
+const char* kAxpbGlsl = R"(#version 460
+#extension GL_EXT_buffer_reference : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+layout(local_size_x = 64) in;
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer Floats { float v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer Longs { int64_t v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer Args {
+  uint64_t bindings[3];
+  int64_t scalars[3];
+};
+layout(push_constant) uniform Push { Args args; };
+void main() {
+  Floats src = Floats(args.bindings[0]);
+  Floats dst = Floats(args.bindings[1]);
+  const int64_t n = args.scalars[2];
+  const int64_t step = int64_t(gl_NumWorkGroups.x) * 64;
+  for (int64_t i = int64_t(gl_GlobalInvocationID.x); i < n; i += step)
+    dst.v[uint(i)] = src.v[uint(i)] * float(args.scalars[0]) + float(args.scalars[1]);
+  if (gl_GlobalInvocationID.x == 0) Longs(args.bindings[2]).v[0] = int64_t(gl_NumWorkGroups.x);
+}
+)";
+
+std::string build_spirv_executable() {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("openneuron_hal_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "axpb.spvx").string();
+  SpirvEntry entry;
+  entry.info = EntryInfo{"axpb", 3, 3, {64, 1, 1}};
+  entry.spirv = test_util::compile_glsl(kAxpbGlsl, "axpb");
+  write_spirv_executable(path, {entry});
+  return path;
+}
+#endif
+
 class ExecutableTest : public DriverConformanceTest {
  protected:
   void SetUp() override {
     DriverConformanceTest::SetUp();
-    static const std::string path = build_test_executable(kAxpbSource);
-    path_ = path;
+    const std::string target = driver_->properties(0).kernel_target;
+    if (target == "cpp") {
+      static const std::string path = build_test_executable(kAxpbSource);
+      path_ = path;
+      workgroup_ = {1, 1, 1};
+#if OPENNEURON_HAL_VULKAN
+    } else if (target == "glsl") {
+      static const std::string path = build_spirv_executable();
+      path_ = path;
+      workgroup_ = {64, 1, 1};
+#endif
+    } else {
+      FAIL() << "no test executable for kernel target " << target;
+    }
   }
   std::string path_;
+  std::array<int, 3> workgroup_{};
 };
 
 TEST_P(ExecutableTest, LoadDescribeAndDispatch) {
@@ -574,7 +636,7 @@ TEST_P(ExecutableTest, LoadDescribeAndDispatch) {
   EXPECT_EQ(info.name, "axpb");
   EXPECT_EQ(info.bindings, 3);
   EXPECT_EQ(info.scalars, 3);
-  EXPECT_EQ(info.workgroup_size, (std::array<int, 3>{1, 1, 1}));
+  EXPECT_EQ(info.workgroup_size, workgroup_);
 
   const int n = 1000;
   std::vector<float> in(n);

@@ -1,8 +1,11 @@
 // Helpers shared by the HAL test suites.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <future>
+#include <string>
+#include <vector>
 
 namespace openneuron::hal::test_util {
 
@@ -25,5 +28,11 @@ class Gate {
   std::shared_future<void> future_ = promise_.get_future().share();
   bool released_ = false;
 };
+
+#if OPENNEURON_HAL_VULKAN
+// GLSL compute source to SPIR-V (shaderc, Vulkan 1.2); throws with the
+// compiler's message.
+std::vector<uint32_t> compile_glsl(const std::string& source, const std::string& name);
+#endif
 
 }  // namespace openneuron::hal::test_util
