@@ -107,7 +107,7 @@ struct Build {
       kernels.push_back(target.kernel(schedule.groups[i], "on_kernel_" + std::to_string(i), symbols));
       source += "\n" + kernels.back().source;
     }
-    launches = combine_small_kernels(schedule, kernels);
+    if (target.combines_small_kernels()) launches = combine_small_kernels(schedule, kernels);
     for (const CombinedLaunch& l : launches)
       source += "\n" + target.combined_launch(l, schedule, kernels, symbols.size());
   }

@@ -25,6 +25,8 @@ class Target {
   // One kernel group's entry point (with its metadata).
   virtual GeneratedKernel kernel(const KernelGroup& group, const std::string& entry,
                                  const std::vector<std::string>& symbols) const = 0;
+  // Whether small kernels may share one entry point (combined_launch).
+  virtual bool combines_small_kernels() const { return true; }
   // An entry point running several small kernels in one dispatch.
   virtual std::string combined_launch(const CombinedLaunch& launch, const Schedule& schedule,
                                       const std::vector<GeneratedKernel>& kernels,

@@ -27,6 +27,7 @@ struct Kernel {
   std::string name;
   std::string label;  // profiler event name
   bool reads_host_memory;  // CPU tensors may be among its (read) buffers
+  int64_t workgroups;      // its dispatch's grid (launch_workgroups; 0: one per thread)
 };
 
 struct Registry {
@@ -40,6 +41,16 @@ Registry& registry() {
   return *r;
 }
 
+// The grid of a generated kernel's dispatch. The C++ target's kernels take
+// one workgroup per thread they may use; the GLSL target's loop over their
+// elements with any grid, which is sized to fill the device (16 workgroups
+// per compute unit: enough to hide memory latency, few enough that a tiny
+// kernel does not pay for thousands of empty ones).
+int64_t launch_workgroups(const hal::DeviceProperties& p) {
+  if (p.kernel_target == "cpp") return 0;  // at::get_num_threads() at each launch
+  return std::max(1, p.compute_units) * int64_t{16};
+}
+
 }  // namespace
 
 int64_t compiled_kernel(const std::string& path, const std::string& entry, int64_t device,
@@ -51,8 +62,9 @@ int64_t compiled_kernel(const std::string& path, const std::string& entry, int64
   int index = lib->entry(entry);
   for (size_t i = 0; i < r.kernels.size(); ++i)
     if (r.kernels[i].executable == lib.get() && r.kernels[i].entry == index) return static_cast<int64_t>(i);
-  bool reads_host = hal::driver().properties(static_cast<int>(device)).kernels_read_host_memory;
-  r.kernels.push_back({lib.get(), index, static_cast<c10::DeviceIndex>(device), entry, label, reads_host});
+  const hal::DeviceProperties props = hal::driver().properties(static_cast<int>(device));
+  r.kernels.push_back({lib.get(), index, static_cast<c10::DeviceIndex>(device), entry, label,
+                       props.kernels_read_host_memory, launch_workgroups(props)});
   return static_cast<int64_t>(r.kernels.size()) - 1;
 }
 
@@ -87,7 +99,7 @@ void launch_compiled_kernel(int64_t kernel, const std::vector<at::Tensor>& buffe
   RECORD_FUNCTION(k.label.c_str(), c10::ArrayRef<const c10::IValue>{});
   try {
     current_queue(k.device).dispatch(*k.executable, k.entry, addresses, symbols,
-                                     hal::Grid{at::get_num_threads(), 1, 1});
+                                     hal::Grid{k.workgroups > 0 ? k.workgroups : at::get_num_threads(), 1, 1});
   } catch (const hal::Error& e) {
     TORCH_CHECK(false, "compiled kernel ", k.name, ": ", e.what());
   }

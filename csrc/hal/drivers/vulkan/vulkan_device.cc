@@ -243,7 +243,8 @@ void VulkanDevice::read_properties(int index) {
   } else if (props.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
     p.compute_units = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   } else {
-    p.compute_units = 1;  // the device does not say (no SM-count extension)
+    // The device does not say (no SM-count extension): a mid-size GPU's.
+    p.compute_units = 32;
   }
   p.host_addressable = false;
   p.runs_on_host_threads = false;

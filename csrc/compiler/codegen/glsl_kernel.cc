@@ -1,0 +1,490 @@
+#include "compiler/codegen/glsl_kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "compiler/codegen/glsl_pointwise.h"
+#include "compiler/ir/errors.h"
+#include "compiler/ir/view_coords.h"
+
+namespace openneuron::compiler {
+namespace {
+
+// An index or size expression as GLSL (int64_t arithmetic; the prelude
+// defines on_floordiv and on_mod).
+std::string expr_glsl(const Expr& e) {
+  auto join = [](const std::vector<Expr>& ops, const char* sep) {
+    std::string out;
+    for (size_t i = 0; i < ops.size(); ++i) out += (i ? sep : "") + expr_glsl(ops[i]);
+    return out;
+  };
+  switch (e.kind()) {
+    case Expr::Kind::Const: return "int64_t(" + std::to_string(e.value()) + "L)";
+    case Expr::Kind::Sym: return e.name();
+    case Expr::Kind::Add: return "(" + join(e.operands(), " + ") + ")";
+    case Expr::Kind::Mul: return "(" + join(e.operands(), " * ") + ")";
+    case Expr::Kind::FloorDiv: return "on_floordiv(" + join(e.operands(), ", ") + ")";
+    case Expr::Kind::Mod: return "on_mod(" + join(e.operands(), ", ") + ")";
+    case Expr::Kind::Max: return "max(" + join(e.operands(), ", ") + ")";
+    case Expr::Kind::Min: return "min(" + join(e.operands(), ", ") + ")";
+  }
+  return "";
+}
+
+// `expr` of GLSL type `from` as type `to` (bools convert by comparison).
+std::string convert(const std::string& expr, const std::string& from, const std::string& to) {
+  if (from == to) return expr;
+  if (to == "bool") return "(" + expr + " != " + from + "(0))";
+  if (from == "bool") return "(" + expr + " ? " + to + "(1) : " + to + "(0))";
+  return to + "(" + expr + ")";
+}
+
+std::string literal(double v, bool is_int, const std::string& t) {
+  if (t == "bool") return v != 0 ? "true" : "false";
+  if (std::isnan(v)) return t + "(ON_NAN)";
+  if (std::isinf(v)) return std::string(v < 0 ? "-" : "") + t + "(ON_INF)";
+  char buf[48];
+  if (t == "int64_t" || (is_int && std::fabs(v) < 9.2e18 && t != "float" && t != "double")) {
+    std::snprintf(buf, sizeof buf, "%lldL", static_cast<long long>(v));
+    return convert(buf, "int64_t", t);
+  }
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  std::string text = buf;
+  if (text.find_first_of(".e") == std::string::npos) text += ".0";
+  return t == "double" ? "double(" + text + "LF)" : "float(" + text + ")";
+}
+
+bool yields_bool(const std::string& op) {
+  static const std::set<std::string> ops = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and",
+                                            "logical_or", "logical_xor", "logical_not", "isnan"};
+  return ops.count(op) > 0;
+}
+
+int storage_bytes(DType d) { return d == DType::Bool ? 1 : itemsize(d); }
+
+class GlslKernelWriter {
+ public:
+  GlslKernelWriter(const KernelGroup& g, const std::string& name, const std::vector<std::string>& symbols)
+      : g_(g), name_(name), symbols_(symbols) {}
+
+  GeneratedKernel run() {
+    indent_ = 1;
+    if (g_.kind == KernelGroup::Kind::Pointwise) write_pointwise();
+    else write_reduction();
+    std::vector<Node*> order = reads_;
+    for (Node* o : outputs_) order.push_back(o);
+    const int bindings = static_cast<int>(order.size()), scalars = static_cast<int>(symbols_.size());
+    std::string src = "//@entry " + name_ + " " + std::to_string(bindings) + " " + std::to_string(scalars) +
+                      " " + std::to_string(kGlslWorkgroupSize) + " 1 1\n";
+    src += "layout(local_size_x = " + std::to_string(kGlslWorkgroupSize) + ") in;\n";
+    for (const std::string& t : ref_types_) {
+      const int align = t == "double" || t == "int64_t" ? 8 : t == "float" || t == "int32_t" ? 4
+                        : t == "uint8_t" || t == "int8_t" ? 1 : 2;
+      src += "layout(buffer_reference, std430, buffer_reference_align = " + std::to_string(align) +
+             ") buffer OnRef_" + t + " { " + t + " v; };\n";
+    }
+    src += "layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer OnArgs {\n";
+    src += "  uint64_t b[" + std::to_string(std::max(bindings, 1)) + "];\n";
+    src += "  int64_t s[" + std::to_string(std::max(scalars, 1)) + "];\n};\n";
+    src += "layout(push_constant) uniform OnPush { OnArgs on_args; };\n";
+    src += "void main() {\n";
+    for (size_t i = 0; i < symbols_.size(); ++i) {
+      const std::string& s = symbols_[i];
+      const std::string slot = "on_args.s[" + std::to_string(i) + "]";
+      if (s.rfind("fs_", 0) == 0)  // float symbols (SymFloat) arrive as a double's bits
+        src += "  const double " + s + " = int64BitsToDouble(" + slot + ");\n";
+      else
+        src += "  const int64_t " + s + " = " + slot + ";\n";
+    }
+    for (size_t i = 0; i < order.size(); ++i)
+      src += "  const uint64_t " + buffer_name(order[i]) + " = on_args.b[" + std::to_string(i) + "];\n";
+    src += "  const int64_t on_first = int64_t(gl_GlobalInvocationID.x);\n";
+    src += "  const int64_t on_step = int64_t(gl_NumWorkGroups.x) * " + std::to_string(kGlslWorkgroupSize) + "L;\n";
+    GeneratedKernel k;
+    k.name = name_;
+    k.source = src + prologue_ + body_ + "}\n";
+    k.buffers = order;
+    k.num_outputs = static_cast<int>(outputs_.size());
+    return k;
+  }
+
+ private:
+  void line(const std::string& s) { body_ += std::string(indent_ * 2, ' ') + s + "\n"; }
+  std::string fresh() { return "v" + std::to_string(counter_++); }
+  static std::string buffer_name(const Node* n) { return "b" + std::to_string(n->id); }
+  std::string value_type(const Node* n) const { return glsl_compute_type(compute_dtype(n->dtype)); }
+  bool is_materialized(const Node* n) const {
+    return n->kind == NodeKind::Input || n->kind == NodeKind::ExternOutput || n->materialize;
+  }
+
+  void note_read(Node* n) {
+    if (std::find(reads_.begin(), reads_.end(), n) == reads_.end() &&
+        std::find(outputs_.begin(), outputs_.end(), n) == outputs_.end())
+      reads_.push_back(n);
+  }
+
+  // The element at flat index `idx` of `n`'s buffer, as a reference.
+  std::string element(const Node* n, const Expr& idx) {
+    const std::string t = glsl_storage_type(n->dtype);
+    ref_types_.insert(t);
+    return "OnRef_" + t + "(" + buffer_name(n) + " + uint64_t(" + expr_glsl(idx) + ") * " +
+           std::to_string(storage_bytes(n->dtype)) + "ul).v";
+  }
+
+  std::string load(Node* n, const std::vector<Expr>& strides, const Expr& offset, const std::vector<Expr>& c) {
+    note_read(n);
+    Expr idx = offset;
+    for (size_t i = 0; i < c.size(); ++i) idx = idx + c[i] * strides[i];
+    auto stored = stored_inputs_.find(n);
+    if (stored != stored_inputs_.end() && stored->second.second != idx)
+      throw ExternNeeded(stored->second.first->fx_name, "store before a read of another element");
+    const std::string raw = element(n, idx);
+    const std::string vt = value_type(n);
+    if (n->dtype == DType::BFloat16) return "on_bf16_load(" + raw + ")";
+    if (n->dtype == DType::Bool) return "(" + raw + " != uint8_t(0))";
+    return convert(raw, glsl_storage_type(n->dtype), vt);
+  }
+
+  std::string emit(Node* n, const std::vector<Expr>& c) {
+    if (n->host && n->is_compute()) return host_value(n);
+    const std::string key = std::to_string(n->id) + "@" + join_keys(c);
+    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it)
+      if (auto f = it->find(key); f != it->end()) return f->second;
+    const std::string expr = compute(n, c);
+    const std::string var = fresh();
+    line("const " + value_type(n) + " " + var + " = " + expr + ";");
+    scopes_.back()[key] = var;
+    return var;
+  }
+
+  std::string host_value(Node* n) {
+    if (auto it = host_values_.find(n->id); it != host_values_.end()) return it->second;
+    std::string loops = std::move(body_);
+    body_.clear();
+    const int indent = indent_;
+    indent_ = 1;
+    auto scopes = std::move(scopes_);
+    scopes_.assign(1, {});
+    const std::string expr = compute(n, {});
+    const std::string var = fresh();
+    line("const " + value_type(n) + " " + var + " = " + expr + ";");
+    scopes_ = std::move(scopes);
+    prologue_ += body_;
+    body_ = std::move(loops);
+    indent_ = indent;
+    host_values_[n->id] = var;
+    return var;
+  }
+
+  std::string compute(Node* n, const std::vector<Expr>& c) {
+    if (n->kind == NodeKind::Reduce && accumulators_.count(n->id)) {
+      if (join_keys(c) != row_key_) throw FusionConflict(current_root_);
+      return accumulators_[n->id];
+    }
+    if (is_materialized(n) && !current_roots_.count(n->id)) return load(n, n->buffer_strides(), Expr(0), c);
+    switch (n->kind) {
+      case NodeKind::Constant:
+        if (!n->view_args.empty()) return convert(expr_glsl(n->view_args[0]), "int64_t", value_type(n));
+        return literal(n->scalar, n->scalar_is_int, value_type(n));
+      case NodeKind::View: return emit_view(n, c);
+      case NodeKind::Pointwise:
+        if (n->op == "iota") return convert(expr_glsl(c[0]), "int64_t", value_type(n));
+        return emit_pointwise(n, c);
+      default: break;
+    }
+    throw CompileError(std::string("kernel cannot compute a ") + kind_name(n->kind) + " node here");
+  }
+
+  std::string emit_pointwise(Node* n, const std::vector<Expr>& c) {
+    const std::string ct = glsl_compute_type(n->compute);
+    std::vector<std::string> args;
+    for (size_t i = 0; i < n->inputs.size(); ++i) {
+      const std::string v = emit(n->inputs[i], c);
+      const std::string t = (n->op == "where" && i == 0) ? "bool" : ct;
+      args.push_back(convert(v, value_type(n->inputs[i]), t));
+    }
+    while (args.size() < 3) args.push_back("");
+    const std::string r = pointwise_glsl(n->op, ct, args[0], args[1], args[2]);
+    const std::string rt = yields_bool(n->op) ? "bool" : ct;
+    const std::string vt = value_type(n);
+    // A cast to a 16-bit float rounds to it, as the stored value would be.
+    if (n->op == "identity" && n->dtype == DType::Float16) return "float(float16_t(" + r + "))";
+    if (n->op == "identity" && n->dtype == DType::BFloat16) return "on_bf16_load(on_bf16_store(" + r + "))";
+    return convert(r, rt, vt);
+  }
+
+  std::string emit_view(Node* v, const std::vector<Expr>& c) {
+    Node* in = v->inputs[0];
+    if (v->op == "as_strided") {
+      std::vector<Expr> strides(v->view_args.begin(), v->view_args.end() - 1);
+      return load(in, strides, v->view_args.back() - in->offset, c);
+    }
+    if (v->op == "pad") return emit_pad(v, c);
+    return emit(in, view_input_coords(v, c));
+  }
+
+  std::string emit_pad(Node* v, const std::vector<Expr>& c) {
+    Node* in = v->inputs[0];
+    std::vector<Expr> ic(c.size(), Expr(0));
+    std::string inside;
+    for (size_t d = 0; d < c.size(); ++d) {
+      Expr at = c[d] - v->view_args[d];
+      if (v->view_args[d].equals(0) && v->shape[d] == in->shape[d]) {
+        ic[d] = at;
+        continue;
+      }
+      ic[d] = Expr::max(Expr::min(at, in->shape[d] - 1), Expr(0));
+      inside += std::string(inside.empty() ? "" : " && ") + "(" + expr_glsl(at) + ") >= 0L && (" +
+                expr_glsl(at) + ") < (" + expr_glsl(in->shape[d]) + ")";
+    }
+    const std::string value = emit(in, ic);
+    if (inside.empty()) return value;
+    return "((" + inside + ") ? " + value + " : " + literal(v->scalar, v->scalar_is_int, value_type(v)) + ")";
+  }
+
+  static Expr flat_index(const std::vector<Expr>& c, const std::vector<Expr>& strides) {
+    Expr idx(0);
+    for (size_t i = 0; i < c.size(); ++i) idx = idx + c[i] * strides[i];
+    return idx;
+  }
+
+  void store(Node* root, const std::vector<Expr>& c, const std::string& value) {
+    if (std::find(outputs_.begin(), outputs_.end(), root) == outputs_.end()) outputs_.push_back(root);
+    const std::string target = element(root, flat_index(c, root->buffer_strides()));
+    const std::string vt = value_type(root);
+    std::string stored;
+    if (root->dtype == DType::BFloat16) stored = "on_bf16_store(" + convert(value, vt, "float") + ")";
+    else if (root->dtype == DType::Bool) stored = "(" + convert(value, vt, "bool") + " ? uint8_t(1) : uint8_t(0))";
+    else stored = convert(value, vt, glsl_storage_type(root->dtype));
+    line(target + " = " + stored + ";");
+  }
+
+  // Coordinates of flat index `flat` over `dims` of the group's shape.
+  void decompose(const std::string& flat, const std::string& prefix, const std::vector<int64_t>& dims,
+                 std::vector<Expr>& coord) {
+    line("int64_t " + prefix + "rest = " + flat + ";");
+    for (auto it = dims.rbegin(); it != dims.rend(); ++it) {
+      if (g_.shape[*it].equals(1)) {
+        coord[*it] = Expr(0);
+        continue;
+      }
+      const std::string var = prefix + std::to_string(*it), size = expr_glsl(g_.shape[*it]);
+      line("const int64_t " + var + " = " + prefix + "rest % " + size + "; " + prefix + "rest /= " + size + ";");
+      coord[*it] = Expr::symbol(var);
+    }
+  }
+
+  Expr extent(const std::vector<int64_t>& dims) const {
+    Expr n(1);
+    for (int64_t d : dims) n = n * g_.shape[d];
+    return n;
+  }
+
+  void open_grid_loop(const std::string& var, const Expr& count) {
+    line("for (int64_t " + var + " = on_first; " + var + " < " + expr_glsl(count) + "; " + var + " += on_step) {");
+    ++indent_;
+  }
+  void close_loop() {
+    --indent_;
+    line("}");
+  }
+
+  void write_pointwise() {
+    for (Node* r : g_.roots) current_roots_.insert(r->id);
+    scopes_.emplace_back();
+    std::vector<int64_t> all(g_.shape.size());
+    for (size_t d = 0; d < all.size(); ++d) all[d] = static_cast<int64_t>(d);
+    std::vector<Expr> c(g_.shape.size(), Expr(0));
+    open_grid_loop("on_i", extent(all));
+    decompose("on_i", "i", all, c);
+    for (Node* r : g_.roots)
+      if (r->is_store()) stored_inputs_[r->store_into] = {r, flat_index(c, r->buffer_strides())};
+    scopes_.emplace_back();
+    std::vector<std::string> values;
+    for (Node* r : g_.roots) values.push_back(emit(r, c));
+    for (size_t i = 0; i < g_.roots.size(); ++i) store(g_.roots[i], c, values[i]);
+    scopes_.pop_back();
+    close_loop();
+    scopes_.pop_back();
+  }
+
+  // ---- reductions: one invocation per row ---------------------------------
+  void write_reduction() {
+    std::vector<int64_t> kept, reduced = g_.dims;
+    for (size_t i = 0; i < g_.shape.size(); ++i)
+      if (!std::count(reduced.begin(), reduced.end(), static_cast<int64_t>(i))) kept.push_back(i);
+    scopes_.emplace_back();
+    std::vector<Expr> row(g_.shape.size(), Expr(0));
+    open_grid_loop("on_row", extent(kept));
+    decompose("on_row", "k", kept, row);
+    scopes_.emplace_back();
+    for (Node* r : g_.roots) current_roots_.insert(r->id);
+    row_key_ = join_keys(row);
+    size_t i = 0;
+    while (i < g_.roots.size()) {
+      Node* r = g_.roots[i];
+      current_root_ = r->id;
+      if (r->kind == NodeKind::Reduce) {
+        std::vector<Node*> batch = reduction_batch(i);
+        write_reduce_pass(batch, row, reduced);
+        i += batch.size();
+        continue;
+      }
+      if (r->shape == g_.shape) {
+        std::vector<Expr> c;
+        open_row_loops(row, reduced, c);
+        scopes_.emplace_back();
+        store(r, c, emit(r, c));
+        scopes_.pop_back();
+        close_row_loops(reduced);
+      } else {
+        store(r, row_coords(r, row), emit(r, row_coords(r, row)));
+      }
+      ++i;
+    }
+    scopes_.pop_back();
+    close_loop();
+    scopes_.pop_back();
+  }
+
+  std::vector<Node*> reduction_batch(size_t i) {
+    std::vector<Node*> batch = {g_.roots[i]};
+    while (i + batch.size() < g_.roots.size()) {
+      Node* next = g_.roots[i + batch.size()];
+      if (next->kind != NodeKind::Reduce || depends_on_any(next, batch)) break;
+      batch.push_back(next);
+    }
+    return batch;
+  }
+
+  bool depends_on_any(Node* n, const std::vector<Node*>& set) {
+    std::vector<Node*> work = {n};
+    std::set<int> seen;
+    while (!work.empty()) {
+      Node* x = work.back();
+      work.pop_back();
+      if (!seen.insert(x->id).second) continue;
+      if (x != n && std::find(set.begin(), set.end(), x) != set.end()) return true;
+      if (x != n && is_materialized(x) && !current_roots_.count(x->id)) continue;
+      for (Node* in : x->inputs) work.push_back(in);
+    }
+    return false;
+  }
+
+  std::vector<Expr> row_coords(Node* r, const std::vector<Expr>& row) {
+    if (r->shape.size() == g_.shape.size()) return row;
+    std::vector<Expr> c;
+    for (size_t i = 0; i < g_.shape.size(); ++i)
+      if (!std::count(g_.dims.begin(), g_.dims.end(), static_cast<int64_t>(i))) c.push_back(row[i]);
+    return c;
+  }
+
+  void open_row_loops(const std::vector<Expr>& row, const std::vector<int64_t>& reduced, std::vector<Expr>& c) {
+    c = row;
+    for (int64_t d : reduced) {
+      const std::string var = "r" + std::to_string(d);
+      line("for (int64_t " + var + " = 0; " + var + " < " + expr_glsl(g_.shape[d]) + "; ++" + var + ") {");
+      ++indent_;
+      c[d] = Expr::symbol(var);
+    }
+  }
+  void close_row_loops(const std::vector<int64_t>& reduced) {
+    for (size_t j = 0; j < reduced.size(); ++j) close_loop();
+  }
+
+  static bool compensated(const Node* r) { return r->op == "sum" && r->compute != DType::Float64 && is_floating(r->compute); }
+  static bool has_nan_flag(const Node* r) { return (r->op == "max" || r->op == "min") && is_floating(r->compute); }
+
+  static std::string reduction_init(const Node* r) {
+    const std::string t = glsl_compute_type(r->compute);
+    if (r->op == "sum") return t + "(0)";
+    if (r->op == "prod") return t + "(1)";
+    if (r->op == "any") return "false";
+    if (r->op == "all") return "true";
+    if (r->op != "max" && r->op != "min") throw CompileError("unknown reduction " + r->op);
+    if (is_floating(r->compute)) return std::string(r->op == "max" ? "-" : "") + t + "(ON_INF)";
+    if (t == "bool") return r->op == "max" ? "false" : "true";
+    return r->op == "max" ? "(-9223372036854775807L - 1L)" : "9223372036854775807L";
+  }
+
+  // One pass over the row for every reduction of `batch`. Float sums are
+  // compensated (Kahan): one invocation adds a row in order, which without
+  // it drifts from PyTorch's cascade sums beyond float32's tolerance.
+  void write_reduce_pass(const std::vector<Node*>& batch, const std::vector<Expr>& row,
+                         const std::vector<int64_t>& reduced) {
+    for (Node* r : batch) {
+      const std::string id = std::to_string(r->id), t = glsl_compute_type(r->compute);
+      line(t + " acc" + id + " = " + reduction_init(r) + ";");
+      if (compensated(r)) line(t + " cmp" + id + " = " + t + "(0), raw" + id + " = " + t + "(0);");
+      if (has_nan_flag(r)) line("bool nan" + id + " = false;");
+    }
+    std::vector<Expr> c;
+    open_row_loops(row, reduced, c);
+    scopes_.emplace_back();
+    for (Node* r : batch) {
+      current_root_ = r->id;
+      const std::string id = std::to_string(r->id), t = glsl_compute_type(r->compute);
+      const std::string v = convert(emit(r->inputs[0], c), value_type(r->inputs[0]), t);
+      const std::string acc = "acc" + id;
+      if (compensated(r)) {
+        line("{ const " + t + " x = " + v + "; raw" + id + " += x; const " + t + " y = x - cmp" + id +
+             "; const " + t + " s = " + acc + " + y; cmp" + id + " = (s - " + acc + ") - y; " + acc + " = s; }");
+      } else if (r->op == "sum") {
+        line(acc + " += " + v + ";");
+      } else if (r->op == "prod") {
+        line(acc + " *= " + v + ";");
+      } else if (r->op == "any") {
+        line(acc + " = " + acc + " || " + v + ";");
+      } else if (r->op == "all") {
+        line(acc + " = " + acc + " && " + v + ";");
+      } else {
+        const std::string cmp = r->op == "max" ? " > " : " < ";
+        const std::string flag = has_nan_flag(r) ? " nan" + id + " = nan" + id + " || isnan(x);" : "";
+        line("{ const " + t + " x = " + v + ";" + flag + " " + acc + " = x" + cmp + acc + " ? x : " + acc + "; }");
+      }
+    }
+    scopes_.pop_back();
+    close_row_loops(reduced);
+    for (Node* r : batch) {
+      const std::string id = std::to_string(r->id), t = glsl_compute_type(r->compute);
+      const std::string acc = "acc" + id;
+      if (compensated(r)) line("if (isinf(raw" + id + ") || isnan(raw" + id + ")) " + acc + " = raw" + id + ";");
+      if (has_nan_flag(r)) line("if (nan" + id + ") " + acc + " = " + t + "(ON_NAN);");
+      std::string value = convert(acc, t, value_type(r));
+      if (r->dtype == DType::Float16) value = "float(float16_t(" + acc + "))";
+      if (r->dtype == DType::BFloat16) value = "on_bf16_load(on_bf16_store(" + acc + "))";
+      const std::string var = fresh();
+      line("const " + value_type(r) + " " + var + " = " + value + ";");
+      accumulators_[r->id] = var;
+      if (r->materialize) store(r, row, var);
+    }
+  }
+
+  const KernelGroup& g_;
+  std::string name_;
+  std::vector<std::string> symbols_;
+  std::string body_, prologue_;
+  int indent_ = 1;
+  int counter_ = 0;
+  std::set<std::string> ref_types_;  // buffer element types the kernel touches
+  std::map<int, std::string> host_values_;
+  std::vector<std::map<std::string, std::string>> scopes_;
+  std::map<int, std::string> accumulators_;
+  std::string row_key_;
+  int current_root_ = -1;
+  std::set<int> current_roots_;
+  std::map<const Node*, std::pair<Node*, Expr>> stored_inputs_;
+  std::vector<Node*> reads_, outputs_;
+};
+
+}  // namespace
+
+GeneratedKernel generate_glsl_kernel(const KernelGroup& group, const std::string& name,
+                                     const std::vector<std::string>& symbols) {
+  return GlslKernelWriter(group, name, symbols).run();
+}
+
+}  // namespace openneuron::compiler

@@ -1,0 +1,26 @@
+// GLSL code generation for one fused kernel group (the GLSL target's
+// counterpart of cpp_kernel.h). A pointwise kernel gives each invocation
+// elements of a grid-stride loop over the group's shape; a reduction kernel
+// gives each invocation whole rows, reduced in one pass per batch of
+// reductions, as the C++ target's row kernel does. Sizes are symbolic
+// arguments, so one kernel serves every size; any grid runs it correctly.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compiler/codegen/cpp_kernel.h"
+#include "compiler/passes/schedule.h"
+
+namespace openneuron::compiler {
+
+// Invocations per workgroup of every generated GLSL kernel.
+constexpr int kGlslWorkgroupSize = 128;
+
+// The kernel's source begins with the line
+//   //@entry <name> <bindings> <scalars> <wx> <wy> <wz>
+// which the target's build() reads to split a library into shaders.
+GeneratedKernel generate_glsl_kernel(const KernelGroup& group, const std::string& name,
+                                     const std::vector<std::string>& symbols);
+
+}  // namespace openneuron::compiler
