@@ -35,7 +35,8 @@ _LINE = re.compile(r"^(\w+)(?:@([\w-]+))?\s+(\S+)\s+(\S+)\s+(\S+)\s+->\s+(\S.*)$
 
 # The protected driver (memory the host cannot address) runs every op on the
 # CPU-fallback path: the fallback path's entries apply to it too.
-MODE_FAMILY = {"protected": ("protected", "fallback")}
+# The vulkan driver is such a device too, with kernels of its own (GLSL).
+MODE_FAMILY = {"protected": ("protected", "fallback"), "vulkan": ("vulkan", "protected", "fallback")}
 
 
 class Entry:
@@ -73,7 +74,7 @@ def load(path=DEFAULT_PATH):
             kind, mode, name, dtype, check, reason = m.groups()
             if kind not in KINDS:
                 raise ValueError(f"{path}:{n}: unknown kind {kind!r}")
-            if mode not in (None, "host", "fallback", "compile", "cuda-dtypes", "protected"):
+            if mode not in (None, "host", "fallback", "compile", "cuda-dtypes", "protected", "vulkan"):
                 raise ValueError(f"{path}:{n}: unknown mode {mode!r}")
             if kind == "skip" and check != "*":
                 raise ValueError(f"{path}:{n}: a skip entry skips the whole item (CHECK must be *)")

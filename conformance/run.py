@@ -40,6 +40,8 @@ MODE_ENV = {
     "cuda-dtypes": {"OPENNEURON_CONFORMANCE_CUDA_DTYPES": "1"},
     # Memory the host cannot address: every op through the driver's copies.
     "protected": {"OPENNEURON_DRIVER": "protected", "OPENNEURON_CPU_FALLBACK": "silent"},
+    # A Vulkan device (lavapipe on a machine without a GPU): GLSL kernels.
+    "vulkan": {"OPENNEURON_DRIVER": "vulkan", "OPENNEURON_CPU_FALLBACK": "silent"},
 }
 CHECK_ORDER = ("forward", "inplace", "out", "backward", "forward_ad")
 # Worst first: the status of an item is the worst status of its checks.
@@ -67,6 +69,8 @@ def parse_args(argv=None):
     p.add_argument("--protected", action="store_true",
                    help="run on the protected driver (OPENNEURON_DRIVER=protected): device memory the host "
                         "cannot address, every op on CPU copies through the driver")
+    p.add_argument("--vulkan", action="store_true",
+                   help="run on the vulkan driver (OPENNEURON_DRIVER=vulkan; lavapipe without a GPU)")
     p.add_argument("--out", default=os.path.join(ROOT, "reports"), help="report folder (default: reports/)")
     p.add_argument("--previous", help="previous report (JSON) to diff against "
                                       "(default: the report this run replaces, kept as *.prev.json)")
@@ -707,7 +711,7 @@ def write_markdown(path, report):
     out += [f"- {line}" for line in summary_lines(report)[1:]]
     out.append("")
     native = report["summary"].get("native_ops")
-    if native and m["path"] == "protected":
+    if native and m["path"] in ("protected", "vulkan"):
         out.append(f"## Ops whose forward ran with no CPU fallback ({native['count']} / {native['run']})")
         out.append("")
         out.append(", ".join(f"`{n}`" for n in native["names"]))
@@ -790,15 +794,16 @@ def git_rev():
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.compile + args.fallback + args.cuda_dtypes + args.protected > 1:
-        sys.exit("--compile, --fallback, --cuda-dtypes and --protected are separate runs")
+    if args.compile + args.fallback + args.cuda_dtypes + args.protected + args.vulkan > 1:
+        sys.exit("--compile, --fallback, --cuda-dtypes, --protected and --vulkan are separate runs")
     mode = ("fallback" if args.fallback else "compile" if args.compile
-            else "cuda-dtypes" if args.cuda_dtypes else "protected" if args.protected else "host")
+            else "cuda-dtypes" if args.cuda_dtypes else "protected" if args.protected
+            else "vulkan" if args.vulkan else "host")
     entries = expectations.load(args.expected)
     name = args.name or ("conformance" + ("-ci" if args.subset == "ci" else "") +
                          ("-fallback" if args.fallback else "") + ("-compile" if args.compile else "") +
                          ("-cuda-dtypes" if args.cuda_dtypes else "") +
-                         ("-protected" if args.protected else ""))
+                         ("-protected" if args.protected else "") + ("-vulkan" if args.vulkan else ""))
     os.makedirs(args.out, exist_ok=True)
     workdir = os.path.join(args.out, f".work-{name}")
     shutil.rmtree(workdir, ignore_errors=True)

@@ -417,8 +417,8 @@ class GlslKernelWriter {
                          const std::vector<int64_t>& reduced) {
     for (Node* r : batch) {
       const std::string id = std::to_string(r->id), t = glsl_compute_type(r->compute);
-      line(t + " acc" + id + " = " + reduction_init(r) + ";");
-      if (compensated(r)) line(t + " cmp" + id + " = " + t + "(0), raw" + id + " = " + t + "(0);");
+      line(std::string(compensated(r) ? "precise " : "") + t + " acc" + id + " = " + reduction_init(r) + ";");
+      if (compensated(r)) line("precise " + t + " cmp" + id + " = " + t + "(0); " + t + " raw" + id + " = " + t + "(0);");
       if (has_nan_flag(r)) line("bool nan" + id + " = false;");
     }
     std::vector<Expr> c;
@@ -430,8 +430,9 @@ class GlslKernelWriter {
       const std::string v = convert(emit(r->inputs[0], c), value_type(r->inputs[0]), t);
       const std::string acc = "acc" + id;
       if (compensated(r)) {
-        line("{ const " + t + " x = " + v + "; raw" + id + " += x; const " + t + " y = x - cmp" + id +
-             "; const " + t + " s = " + acc + " + y; cmp" + id + " = (s - " + acc + ") - y; " + acc + " = s; }");
+        // `precise`: without it the compiler may fold (s - acc) - y to 0.
+        line("{ const " + t + " x = " + v + "; raw" + id + " += x; precise " + t + " y = x - cmp" + id +
+             "; precise " + t + " s = " + acc + " + y; cmp" + id + " = (s - " + acc + ") - y; " + acc + " = s; }");
       } else if (r->op == "sum") {
         line(acc + " += " + v + ";");
       } else if (r->op == "prod") {

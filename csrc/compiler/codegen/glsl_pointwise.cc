@@ -47,7 +47,7 @@ std::string pointwise_glsl(const std::string& op, const std::string& ct, const s
       {"cosh", "on_cosh($a)"},
       {"asin", "on_asin($a)"},
       {"acos", "on_acos($a)"},
-      {"atan", "atan($a)"},
+      {"atan", "on_atan($a)"},
       {"asinh", "on_asinh($a)"},
       {"acosh", "on_acosh($a)"},
       {"atanh", "on_atanh($a)"},

@@ -77,28 +77,54 @@ float on_exp(float x) {
   const int ni = int(n), half_n = ni / 2;
   return p * intBitsToFloat((half_n + 127) << 23) * intBitsToFloat((ni - half_n + 127) << 23);
 }
-float on_expm1(float x) {
-  if (abs(x) < 1e-5) return x + 0.5 * x * x;
-  const float u = on_exp(x);
-  if (u == 1.0) return x;
-  const float um1 = u - 1.0;
-  if (um1 == -1.0 || isinf(u)) return um1;
-  return um1 * x / log(u);
-}
+// log within about 1 ulp (Cephes' logf): drivers' log may be far coarser
+// (lavapipe's is off by 1e-5 near 1).
 float on_log(float x) {
   if (isnan(x) || x < 0.0) return ON_NAN;
   if (x == 0.0) return -ON_INF;
   if (isinf(x)) return x;
-  return log(x);
+  int e;
+  float m = frexp(x, e);
+  if (m < 0.70710678118654752) {
+    e -= 1;
+    m = m + m - 1.0;
+  } else {
+    m = m - 1.0;
+  }
+  const float z = m * m;
+  float y = 7.0376836292E-2;
+  y = fma(y, m, -1.1514610310E-1);
+  y = fma(y, m, 1.1676998740E-1);
+  y = fma(y, m, -1.2420140846E-1);
+  y = fma(y, m, 1.4249322787E-1);
+  y = fma(y, m, -1.6668057665E-1);
+  y = fma(y, m, 2.0000714765E-1);
+  y = fma(y, m, -2.4999993993E-1);
+  y = fma(y, m, 3.3333331174E-1);
+  y = y * m * z;
+  const float fe = float(e);
+  y = fma(fe, -2.12194440e-4, y);
+  y = fma(-0.5, z, y);
+  return fma(fe, 0.693359375, m + y);
 }
-float on_log2(float x) { return isnan(x) || x < 0.0 ? ON_NAN : x == 0.0 ? -ON_INF : isinf(x) ? x : log2(x); }
+float on_expm1(float x) {
+  if (abs(x) < 1e-5) return x + 0.5 * x * x;
+  // `precise` keeps u - 1 from being folded back into x (the trick's point).
+  precise float u = on_exp(x);
+  if (u == 1.0) return x;
+  precise float um1 = u - 1.0;
+  if (um1 == -1.0 || isinf(u)) return um1;
+  return um1 * x / on_log(u);
+}
+float on_log2(float x) { return on_log(x) * 1.4426950408889634; }
 float on_log10(float x) { return on_log(x) * 0.43429448190325176; }
 float on_log1p(float x) {
   if (isnan(x) || x < -1.0) return ON_NAN;
   if (x == -1.0) return -ON_INF;
   if (isinf(x)) return x;
-  const float u = 1.0 + x;
-  return u == 1.0 ? x : log(u) * x / (u - 1.0);
+  precise float u = 1.0 + x;
+  precise float um1 = u - 1.0;
+  return u == 1.0 ? x : on_log(u) * x / um1;
 }
 float on_sqrt(float x) { return x < 0.0 ? ON_NAN : sqrt(x); }
 double on_sqrt(double x) { return x < 0.0LF ? double(ON_NAN) : sqrt(x); }
@@ -110,14 +136,70 @@ float on_tanh(float x) {
   return sign(x) * (-e / (e + 2.0));
 }
 float on_sigmoid(float x) { return 1.0 / (1.0 + on_exp(-x)); }
-float on_asin(float x) { return abs(x) > 1.0 ? ON_NAN : asin(x); }
-float on_acos(float x) { return abs(x) > 1.0 ? ON_NAN : acos(x); }
-float on_acosh(float x) { return x < 1.0 ? ON_NAN : log(x + sqrt(x * x - 1.0)); }
+// asin and atan within a few ulp (Cephes' asinf, atanf).
+float on_asin(float x) {
+  const float a = abs(x);
+  if (isnan(x) || a > 1.0) return ON_NAN;
+  if (a < 1e-4) return x;
+  float z, r;
+  const bool upper = a > 0.5;
+  if (upper) {
+    z = 0.5 * (1.0 - a);
+    r = sqrt(z);
+  } else {
+    r = a;
+    z = a * a;
+  }
+  float p = 4.2163199048E-2;
+  p = fma(p, z, 2.4181311049E-2);
+  p = fma(p, z, 4.5470025998E-2);
+  p = fma(p, z, 7.4953002686E-2);
+  p = fma(p, z, 1.6666752422E-1);
+  float y = fma(p * z, r, r);
+  if (upper) y = 1.5707963267948966 - (y + y);
+  return x < 0.0 ? -y : y;
+}
+float on_acos(float x) {
+  if (isnan(x) || abs(x) > 1.0) return ON_NAN;
+  if (x < -0.5) return 3.14159265358979 - 2.0 * on_asin(sqrt(0.5 * (1.0 + x)));
+  if (x > 0.5) return 2.0 * on_asin(sqrt(0.5 * (1.0 - x)));
+  return 1.5707963267948966 - on_asin(x);
+}
+float on_atan(float x) {
+  if (isnan(x)) return x;
+  float a = abs(x), base = 0.0;
+  if (a > 2.414213562373095) {
+    base = 1.5707963267948966;
+    a = -1.0 / a;
+  } else if (a > 0.4142135623730950) {
+    base = 0.78539816339744831;
+    a = (a - 1.0) / (a + 1.0);
+  }
+  const float z = a * a;
+  float p = 8.05374449538e-2;
+  p = fma(p, z, -1.38776856032E-1);
+  p = fma(p, z, 1.99777106478E-1);
+  p = fma(p, z, -3.33329491539E-1);
+  const float y = base + fma(p * z, a, a);
+  return x < 0.0 ? -y : y;
+}
+float on_acosh(float x) {
+  if (isnan(x) || x < 1.0) return ON_NAN;
+  if (x > 1e18) return on_log(x) + 0.6931471805599453;
+  precise float t = x - 1.0;
+  return on_log1p(t + sqrt(t * (x + 1.0)));
+}
 float on_asinh(float x) {
   const float a = abs(x);
-  return sign(x) * (a > 1e18 ? log(a) + 0.6931471805599453 : on_log1p(a + a * a / (1.0 + sqrt(1.0 + a * a))));
+  return sign(x) * (a > 1e18 ? on_log(a) + 0.6931471805599453 : on_log1p(a + a * a / (1.0 + sqrt(1.0 + a * a))));
 }
-float on_atanh(float x) { return abs(x) > 1.0 ? ON_NAN : 0.5 * on_log1p(2.0 * x / (1.0 - x)); }
+// Odd: computed at |x|, where log1p's argument is positive (no cancellation).
+float on_atanh(float x) {
+  const float a = abs(x);
+  if (isnan(x) || a > 1.0) return ON_NAN;
+  const float y = 0.5 * on_log1p(2.0 * a / (1.0 - a));
+  return x < 0.0 ? -y : y;
+}
 float on_sinh(float x) {
   const float a = abs(x);
   if (a < 1.0) { const float e = on_expm1(a); return sign(x) * 0.5 * (e + e / (e + 1.0)); }
@@ -157,6 +239,20 @@ float on_erf(float x) {
   }
   return 1.0 - on_erfc(x);
 }
+// m^b for finite m > 0 and finite b: the integer part of b by squaring
+// (a few roundings), the fraction through exp2 of a small argument, so the
+// error does not grow with the result's exponent as exp2(b * log2(m)) does.
+float on_pow_magnitude(float m, float b) {
+  const float bi = trunc(b), bf = b - bi;
+  if (abs(bi) > 16777216.0) return exp2(b * on_log2(m));
+  float r = 1.0, base = m;
+  for (uint e = uint(abs(bi)); e != 0u; e >>= 1) {
+    if ((e & 1u) != 0u) r *= base;
+    base *= base;
+  }
+  if (bi < 0.0) r = 1.0 / r;
+  return bf != 0.0 ? r * exp2(bf * on_log2(m)) : r;
+}
 // pow as C's: exact 1 for a zero exponent or a base of one, signed results
 // for negative bases and odd integer exponents, NaN for negative bases and
 // fractional exponents (GLSL's pow is undefined there).
@@ -171,7 +267,7 @@ float on_pow(float a, float b) {
   float r;
   if (m == 0.0) r = b > 0.0 ? 0.0 : ON_INF;
   else if (isinf(m)) r = b > 0.0 ? ON_INF : 0.0;
-  else r = exp2(b * log2(m));
+  else r = on_pow_magnitude(m, b);
   const bool negative = a < 0.0 || (a == 0.0 && floatBitsToUint(a) != 0u);
   return negative && b_odd ? -r : r;
 }

@@ -222,6 +222,7 @@ PYBIND11_MODULE(_C, m) {
   install_cpu_allocation_redirect();
   route_ops_with_cpu_kernels_directly();
   m.def("_device_count", [] { return int(device_count()); });
+  m.def("_unavailable_reason", [] { return unavailable_reason(); });
   m.def("_current_device", [] { return int(current_device()); });
   m.def("_set_device", [](int d) { set_current_device(d); });
   set_held_work_flush(&flush_held_calls);

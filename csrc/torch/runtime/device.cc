@@ -22,10 +22,16 @@ void mark_bad_fork_in_child() {
   if (g_initialized.load()) g_in_bad_fork = true;
 }
 
+std::string g_unavailable_reason;  // written once, by count_devices
+
 c10::DeviceIndex count_devices() noexcept {
   try {
     return static_cast<c10::DeviceIndex>(hal::driver().device_count());
   } catch (const std::exception& e) {
+    try {
+      g_unavailable_reason = e.what();
+    } catch (...) {
+    }
     // A bad setting (OPENNEURON_HOST_DEVICES=abc) leaves no device; say why.
     try {
       TORCH_WARN("The neuron device is unavailable: ", e.what());
@@ -41,6 +47,10 @@ c10::DeviceIndex device_count() noexcept {
   // Fixed for the life of the process; asked on every op.
   static const c10::DeviceIndex count = count_devices();
   return count;
+}
+
+std::string unavailable_reason() {
+  return device_count() > 0 ? std::string() : g_unavailable_reason;
 }
 
 void check_device_index(c10::DeviceIndex index) {

@@ -2,6 +2,8 @@
 // index checks, lazy initialisation and fork safety.
 #pragma once
 
+#include <string>
+
 #include <c10/core/Device.h>
 
 namespace openneuron::integration {
@@ -9,6 +11,9 @@ namespace openneuron::integration {
 constexpr c10::DeviceType kNeuron = c10::DeviceType::PrivateUse1;
 
 c10::DeviceIndex device_count() noexcept;
+// Why there is no device (the driver's error: no Vulkan loader, a bad
+// setting); empty when there are devices.
+std::string unavailable_reason();
 // Throws a c10::Error saying how many devices exist when `index` is invalid.
 void check_device_index(c10::DeviceIndex index);
 c10::DeviceIndex current_device();

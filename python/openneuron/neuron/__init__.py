@@ -14,6 +14,7 @@ from ._device import (
     get_device_properties,
     init,
     is_available,
+    unavailable_reason,
     is_bf16_supported,
     is_initialized,
     set_device,

@@ -11,6 +11,12 @@ def is_available() -> bool:
     return _C._device_count() > 0
 
 
+def unavailable_reason():
+    """Why ``is_available()`` is False (the driver's error, e.g. no Vulkan
+    loader or no usable device), or None when devices are available."""
+    return _C._unavailable_reason() or None
+
+
 def device_count() -> int:
     return _C._device_count()
 

@@ -1,0 +1,136 @@
+"""The vulkan driver (OPENNEURON_DRIVER=vulkan; Mesa's lavapipe on a machine
+without a GPU). Each test runs in a fresh interpreter on that driver with
+the Khronos validation layer on (synchronization validation included): any
+validation message raises at the next synchronize, so these tests fail on
+it. Eager ops run as GLSL kernels the compiler generates; ops without one
+run on CPU copies, counted and reported, never narrowed."""
+import signal
+
+from conftest import run_python
+
+VULKAN = {"OPENNEURON_DRIVER": "vulkan", "OPENNEURON_CPU_FALLBACK": "silent",
+          "OPENNEURON_VULKAN_VALIDATION": "1"}
+
+
+def test_host_read_of_device_memory_crashes():
+    code = """
+    import ctypes, torch
+    x = torch.ones(4, device="neuron")
+    print(ctypes.string_at(x.data_ptr(), 4))
+    """
+    proc = run_python(code, env=VULKAN, check=False)
+    assert proc.returncode == -signal.SIGSEGV, (proc.returncode, proc.stderr[-2000:])
+
+
+def test_properties_and_generated_kernels_match_cpu():
+    run_python("""
+    import torch
+    p = torch.neuron.get_device_properties(0)
+    assert p.driver == "vulkan" and p.kernel_target == "glsl" and not p.host_addressable, p
+    assert torch.neuron.unavailable_reason() is None
+    torch.manual_seed(0)
+    a = torch.randn(37, 129)
+    x = a.to("neuron")
+    close = torch.testing.assert_close
+    close((torch.nn.functional.gelu(x * 2 - 1) + x.sigmoid()).cpu(),
+          torch.nn.functional.gelu(a * 2 - 1) + a.sigmoid())
+    close(x.sum(1).cpu(), a.sum(1))
+    close(x.mean(0).cpu(), a.mean(0))
+    close(x.amax(1).cpu(), a.amax(1))
+    close(torch.softmax(x, -1).cpu(), torch.softmax(a, -1))
+    close(torch.nn.functional.layer_norm(x, (129,)).cpu(), torch.nn.functional.layer_norm(a, (129,)))
+    close(x.t()[3:, ::2].exp().cpu(), a.t()[3:, ::2].exp())
+    # Dtypes stored in 8 and 16 bits, bool, int64 arithmetic and casts.
+    close(x.half().float().cpu(), a.half().float())
+    close(x.bfloat16().float().cpu(), a.bfloat16().float())
+    assert torch.equal((x > 0).cpu(), a > 0)
+    i = torch.randint(-50, 50, (1000,))
+    assert torch.equal((i.to("neuron") // 7).cpu(), i // 7)
+    assert torch.equal((i.to("neuron") % 7).cpu(), i % 7)
+    assert torch.equal(i.to("neuron").to(torch.int8).cpu(), i.to(torch.int8))
+    close(torch.where(x > 0, x, 0.5 * x).cpu(), torch.where(a > 0, a, 0.5 * a))
+    # Values GLSL leaves undefined come out as on the CPU.
+    s = torch.tensor([-1.0, 0.0, float("inf"), float("nan"), 2.0])
+    close(s.to("neuron").sqrt().cpu(), s.sqrt(), equal_nan=True)
+    close(s.to("neuron").log().cpu(), s.log(), equal_nan=True)
+    close(torch.pow(s.to("neuron"), 3.0).cpu(), torch.pow(s, 3.0), equal_nan=True)
+    kernels = {r["op"] for r in torch.neuron.eager_kernel_report() if r["kernels"]}
+    assert {"aten::sum.dim_IntList", "aten::sigmoid"} <= kernels, kernels
+    # float64 exp has no GLSL kernel: it runs on the CPU, exactly, not in float32.
+    d = torch.randn(100, dtype=torch.float64)
+    assert torch.equal(d.to("neuron").exp().cpu(), d.exp())
+    torch.neuron.synchronize()
+    """, env=VULKAN, timeout=300)
+
+
+def test_pinned_non_blocking_copies_streams_and_events():
+    run_python("""
+    import torch
+    src = torch.arange(1 << 20, dtype=torch.float32).pin_memory()
+    s = torch.neuron.Stream()
+    start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
+    with torch.neuron.stream(s):
+        start.record()
+        d = src.to("neuron", non_blocking=True)
+        d.mul_(2)
+        back = torch.empty_like(src).pin_memory()
+        back.copy_(d, non_blocking=True)
+        end.record()
+    s.synchronize()
+    assert torch.equal(back, src * 2)
+    assert end.query() and start.elapsed_time(end) > 0
+    torch.neuron.current_stream().wait_stream(s)
+    assert torch.equal(d.cpu(), src * 2)
+    """, env=VULKAN, timeout=180)
+
+
+def test_training_step_and_compile_match_cpu():
+    run_python("""
+    import torch
+    torch.manual_seed(0)
+    cpu = torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.GELU(), torch.nn.LayerNorm(32),
+                              torch.nn.Linear(32, 5))
+    dev = torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.GELU(), torch.nn.LayerNorm(32),
+                              torch.nn.Linear(32, 5))
+    dev.load_state_dict(cpu.state_dict()); dev.to("neuron")
+    x, y = torch.randn(16, 12), torch.randint(0, 5, (16,))
+    for model, inp, tgt in ((cpu, x, y), (dev, x.to("neuron"), y.to("neuron"))):
+        opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+        for _ in range(3):
+            torch.nn.functional.cross_entropy(model(inp), tgt).backward(); opt.step(); opt.zero_grad()
+    for p, q in zip(cpu.parameters(), dev.parameters()):
+        torch.testing.assert_close(q.cpu(), p, atol=1e-5, rtol=1e-4)
+    f = torch.compile(dev, backend="neuron")
+    torch.testing.assert_close(f(x.to("neuron")).cpu(), cpu(x), atol=1e-5, rtol=1e-4)
+    torch.neuron.synchronize()
+    """, env=VULKAN, timeout=400)
+
+
+def test_allocation_past_the_device_is_a_clear_oom():
+    run_python("""
+    import torch
+    try:
+        torch.empty(1 << 40, dtype=torch.uint8, device="neuron")
+    except torch.OutOfMemoryError as e:
+        assert "vulkan device 0" in str(e), str(e)
+    else:
+        raise AssertionError("no OutOfMemoryError")
+    assert torch.ones(3, device="neuron").sum().item() == 3  # still usable
+    """, env=VULKAN)
+
+
+def test_no_vulkan_device_is_unavailable_with_a_reason():
+    proc = run_python("""
+    import torch
+    assert not torch.neuron.is_available()
+    reason = torch.neuron.unavailable_reason()
+    assert reason and "vulkan" in reason.lower(), reason
+    try:
+        torch.ones(1, device="neuron")
+    except RuntimeError as e:
+        assert "unavailable" in str(e), str(e)
+    else:
+        raise AssertionError("no error")
+    print("ok")
+    """, env={**VULKAN, "VK_ICD_FILENAMES": "/nonexistent/icd.json"})
+    assert "ok" in proc.stdout
