@@ -14,7 +14,8 @@ struct Config {
   // OPENNEURON_HOST_DEVICE_MEMORY: bytes all host devices share (0 = default)
   size_t host_device_memory = 0;
   // OPENNEURON_VULKAN_DEVICES: physical-device indices, in the order they
-  // become neuron devices ("1,0"); empty = every qualifying device.
+  // become neuron devices ("1,0"; "0,0" makes two devices of one GPU);
+  // empty = every qualifying device.
   std::vector<int> vulkan_devices;
   // OPENNEURON_VULKAN_VALIDATION=1: the Khronos validation layer, whose
   // messages are raised as errors (the test suite turns it on).

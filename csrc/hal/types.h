@@ -50,6 +50,7 @@ struct DeviceProperties {
   // shared object of C++ kernels, the CPU drivers).
   std::string kernel_target;
   int subgroup_size = 1;            // lanes that run in lockstep (1: a CPU)
+  int64_t max_workgroups = INT32_MAX;  // per dispatch, along x
   size_t shared_memory_bytes = 0;   // per workgroup
 };
 

@@ -1,5 +1,20 @@
 #include "test_util.h"
 
+#include <cstdlib>
+
+namespace {
+
+// Before any driver reads its settings: the vulkan driver runs with the
+// validation layer (any message fails a test) and as two devices, so the
+// multi-device tests run on one GPU (lavapipe) too. Set variables win.
+const bool kTestEnvironment = [] {
+  setenv("OPENNEURON_VULKAN_VALIDATION", "1", 0);
+  setenv("OPENNEURON_VULKAN_DEVICES", "0,0", 0);
+  return true;
+}();
+
+}  // namespace
+
 #if OPENNEURON_HAL_VULKAN
 #include <shaderc/shaderc.hpp>
 

@@ -34,6 +34,16 @@ std::string expr_glsl(const Expr& e) {
   return "";
 }
 
+// The GLSL type of a symbolic value: double when it involves a float
+// symbol (SymFloat, "fs_" names), else int64_t.
+std::string expr_type(const Expr& e) {
+  std::set<std::string> symbols;
+  e.collect_symbols(symbols);
+  for (const std::string& s : symbols)
+    if (s.rfind("fs_", 0) == 0) return "double";
+  return "int64_t";
+}
+
 // `expr` of GLSL type `from` as type `to` (bools convert by comparison).
 std::string convert(const std::string& expr, const std::string& from, const std::string& to) {
   if (from == to) return expr;
@@ -90,6 +100,7 @@ class GlslKernelWriter {
     src += "  uint64_t b[" + std::to_string(std::max(bindings, 1)) + "];\n";
     src += "  int64_t s[" + std::to_string(std::max(scalars, 1)) + "];\n};\n";
     src += "layout(push_constant) uniform OnPush { OnArgs on_args; };\n";
+    src += shared_;
     src += "void main() {\n";
     for (size_t i = 0; i < symbols_.size(); ++i) {
       const std::string& s = symbols_[i];
@@ -102,6 +113,8 @@ class GlslKernelWriter {
     for (size_t i = 0; i < order.size(); ++i)
       src += "  const uint64_t " + buffer_name(order[i]) + " = on_args.b[" + std::to_string(i) + "];\n";
     src += "  const int64_t on_first = int64_t(gl_GlobalInvocationID.x);\n";
+    src += "  const int64_t on_lid = int64_t(gl_LocalInvocationID.x);\n";
+    src += "  const uint on_li = gl_LocalInvocationID.x;  // shared-memory index\n";
     src += "  const int64_t on_step = int64_t(gl_NumWorkGroups.x) * " + std::to_string(kGlslWorkgroupSize) + "L;\n";
     GeneratedKernel k;
     k.name = name_;
@@ -187,7 +200,7 @@ class GlslKernelWriter {
     if (is_materialized(n) && !current_roots_.count(n->id)) return load(n, n->buffer_strides(), Expr(0), c);
     switch (n->kind) {
       case NodeKind::Constant:
-        if (!n->view_args.empty()) return convert(expr_glsl(n->view_args[0]), "int64_t", value_type(n));
+        if (!n->view_args.empty()) return convert(expr_glsl(n->view_args[0]), expr_type(n->view_args[0]), value_type(n));
         return literal(n->scalar, n->scalar_is_int, value_type(n));
       case NodeKind::View: return emit_view(n, c);
       case NodeKind::Pointwise:
@@ -283,14 +296,27 @@ class GlslKernelWriter {
     return n;
   }
 
+  // for (var = first; var < end; var += step), as two nested loops: no
+  // loop runs more than kMaxLoopTrips times (lavapipe's shader compiler
+  // stops any loop at 65535 trips, silently).
+  void open_loop(const std::string& var, const std::string& first, const std::string& end,
+                 const std::string& step) {
+    const std::string chunk = "(" + step + ") * " + std::to_string(kMaxLoopTrips) + "L";
+    line("for (int64_t " + var + "_c = " + first + "; " + var + "_c < " + end + "; " + var + "_c += " + chunk +
+         ") {");
+    line("  const int64_t " + var + "_e = min(" + end + ", " + var + "_c + " + chunk + ");");
+    line("  for (int64_t " + var + " = " + var + "_c; " + var + " < " + var + "_e; " + var + " += " + step + ") {");
+    indent_ += 2;
+  }
   void open_grid_loop(const std::string& var, const Expr& count) {
-    line("for (int64_t " + var + " = on_first; " + var + " < " + expr_glsl(count) + "; " + var + " += on_step) {");
-    ++indent_;
+    open_loop(var, "on_first", expr_glsl(count), "on_step");
   }
   void close_loop() {
-    --indent_;
+    indent_ -= 2;
+    line("  }");
     line("}");
   }
+  static constexpr int kMaxLoopTrips = 32768;
 
   void write_pointwise() {
     for (Node* r : g_.roots) current_roots_.insert(r->id);
@@ -311,14 +337,19 @@ class GlslKernelWriter {
     scopes_.pop_back();
   }
 
-  // ---- reductions: one invocation per row ---------------------------------
+  // ---- reductions: one workgroup per row -----------------------------------
+  // The workgroup's invocations take the row's elements in turn, each
+  // accumulating its share; the shares combine through shared memory in a
+  // tree, and every invocation reads the finished value (later passes and
+  // epilogues need it). Row scalars and reductions are stored by invocation 0.
   void write_reduction() {
     std::vector<int64_t> kept, reduced = g_.dims;
     for (size_t i = 0; i < g_.shape.size(); ++i)
       if (!std::count(reduced.begin(), reduced.end(), static_cast<int64_t>(i))) kept.push_back(i);
+    reduced_ = reduced;
     scopes_.emplace_back();
     std::vector<Expr> row(g_.shape.size(), Expr(0));
-    open_grid_loop("on_row", extent(kept));
+    open_loop("on_row", "int64_t(gl_WorkGroupID.x)", expr_glsl(extent(kept)), "int64_t(gl_NumWorkGroups.x)");
     decompose("on_row", "k", kept, row);
     scopes_.emplace_back();
     for (Node* r : g_.roots) current_roots_.insert(r->id);
@@ -329,19 +360,21 @@ class GlslKernelWriter {
       current_root_ = r->id;
       if (r->kind == NodeKind::Reduce) {
         std::vector<Node*> batch = reduction_batch(i);
-        write_reduce_pass(batch, row, reduced);
+        row_ = row;
+        write_reduce_pass(batch, row);
         i += batch.size();
         continue;
       }
       if (r->shape == g_.shape) {
-        std::vector<Expr> c;
-        open_row_loops(row, reduced, c);
-        scopes_.emplace_back();
-        store(r, c, emit(r, c));
-        scopes_.pop_back();
-        close_row_loops(reduced);
+        for_row_elements(row, [&](const std::vector<Expr>& c) { store(r, c, emit(r, c)); });
       } else {
+        line("if (on_lid == 0L) {");
+        ++indent_;
+        scopes_.emplace_back();
         store(r, row_coords(r, row), emit(r, row_coords(r, row)));
+        scopes_.pop_back();
+        --indent_;
+        line("}");
       }
       ++i;
     }
@@ -382,18 +415,28 @@ class GlslKernelWriter {
     return c;
   }
 
-  void open_row_loops(const std::vector<Expr>& row, const std::vector<int64_t>& reduced, std::vector<Expr>& c) {
-    c = row;
-    for (int64_t d : reduced) {
-      const std::string var = "r" + std::to_string(d);
-      line("for (int64_t " + var + " = 0; " + var + " < " + expr_glsl(g_.shape[d]) + "; ++" + var + ") {");
+  // Runs `body(c)` for each of this invocation's elements of the row (every
+  // workgroup-size-th, from its local index; `c` their coordinates), the
+  // loop unrolled kRowUnroll times: fewer loop trips (lavapipe allows an
+  // invocation 65535 in all, so a row may hold up to 128 * 4 * 65535).
+  template <typename Body>
+  void for_row_elements(const std::vector<Expr>& row, Body body) {
+    const std::string wg = std::to_string(kGlslWorkgroupSize), len = expr_glsl(extent(reduced_));
+    open_loop("on_e0", "on_lid", len, std::to_string(kGlslWorkgroupSize * kRowUnroll) + "L");
+    for (int k = 0; k < kRowUnroll; ++k) {
+      line("{ const int64_t on_e = on_e0 + " + std::to_string(k * kGlslWorkgroupSize) + "L; if (on_e < " + len + ") {");
       ++indent_;
-      c[d] = Expr::symbol(var);
+      std::vector<Expr> c = row;
+      decompose("on_e", "r", reduced_, c);
+      scopes_.emplace_back();
+      body(c);
+      scopes_.pop_back();
+      --indent_;
+      line("} }");
     }
+    close_loop();
   }
-  void close_row_loops(const std::vector<int64_t>& reduced) {
-    for (size_t j = 0; j < reduced.size(); ++j) close_loop();
-  }
+  static constexpr int kRowUnroll = 4;
 
   static bool compensated(const Node* r) { return r->op == "sum" && r->compute != DType::Float64 && is_floating(r->compute); }
   static bool has_nan_flag(const Node* r) { return (r->op == "max" || r->op == "min") && is_floating(r->compute); }
@@ -410,20 +453,36 @@ class GlslKernelWriter {
     return r->op == "max" ? "(-9223372036854775807L - 1L)" : "9223372036854775807L";
   }
 
+  // `a = a op b` for two partial results of reduction `r`.
+  static std::string combine(const Node* r, const std::string& a, const std::string& b) {
+    if (r->op == "sum") return a + " = " + a + " + " + b + ";";
+    if (r->op == "prod") return a + " = " + a + " * " + b + ";";
+    if (r->op == "any") return a + " = " + a + " | " + b + ";";
+    if (r->op == "all") return a + " = " + a + " & " + b + ";";
+    return a + " = " + b + (r->op == "max" ? " > " : " < ") + a + " ? " + b + " : " + a + ";";
+  }
+
+  // The type shared memory holds a partial in (bools as uint: 0 or 1).
+  static std::string shared_type(const Node* r) {
+    const std::string t = glsl_compute_type(r->compute);
+    return t == "bool" ? "uint" : t;
+  }
+
   // One pass over the row for every reduction of `batch`. Float sums are
-  // compensated (Kahan): one invocation adds a row in order, which without
-  // it drifts from PyTorch's cascade sums beyond float32's tolerance.
-  void write_reduce_pass(const std::vector<Node*>& batch, const std::vector<Expr>& row,
-                         const std::vector<int64_t>& reduced) {
+  // compensated (Kahan) within each invocation's share; the shares meet in
+  // a tree, which keeps the error of the combination small too.
+  void write_reduce_pass(const std::vector<Node*>& batch, const std::vector<Expr>& row) {
     for (Node* r : batch) {
       const std::string id = std::to_string(r->id), t = glsl_compute_type(r->compute);
       line(std::string(compensated(r) ? "precise " : "") + t + " acc" + id + " = " + reduction_init(r) + ";");
       if (compensated(r)) line("precise " + t + " cmp" + id + " = " + t + "(0); " + t + " raw" + id + " = " + t + "(0);");
       if (has_nan_flag(r)) line("bool nan" + id + " = false;");
     }
-    std::vector<Expr> c;
-    open_row_loops(row, reduced, c);
-    scopes_.emplace_back();
+    for_row_elements(row, [&](const std::vector<Expr>& c) { accumulate_batch(batch, c); });
+    share_and_combine(batch);
+  }
+
+  void accumulate_batch(const std::vector<Node*>& batch, const std::vector<Expr>& c) {
     for (Node* r : batch) {
       current_root_ = r->id;
       const std::string id = std::to_string(r->id), t = glsl_compute_type(r->compute);
@@ -447,24 +506,64 @@ class GlslKernelWriter {
         line("{ const " + t + " x = " + v + ";" + flag + " " + acc + " = x" + cmp + acc + " ? x : " + acc + "; }");
       }
     }
-    scopes_.pop_back();
-    close_row_loops(reduced);
+  }
+
+  // Each invocation's share into shared memory, then the tree; every
+  // invocation reads the results (accumulators_).
+  void share_and_combine(const std::vector<Node*>& batch) {
+    const std::vector<Expr>& row = row_;
+    for (Node* r : batch) {
+      const std::string id = std::to_string(r->id), t = glsl_compute_type(r->compute), st = shared_type(r);
+      const std::string acc = "acc" + id;
+      if (compensated(r)) {
+        line(acc + " = " + acc + " - cmp" + id + ";");
+        line("if (isinf(raw" + id + ") || isnan(raw" + id + ")) " + acc + " = raw" + id + ";");
+      }
+      if (has_nan_flag(r)) line("if (nan" + id + ") " + acc + " = " + t + "(ON_NAN);");
+      shared_ += "shared " + st + " on_sh" + id + "[" + std::to_string(kGlslWorkgroupSize) + "];\n";
+      line("on_sh" + id + "[on_li] = " + convert(acc, t, st) + ";");
+    }
+    line("barrier();");
+    for (int half = kGlslWorkgroupSize / 2; half > 0; half /= 2) {
+      std::string step = "if (on_lid < " + std::to_string(half) + "L) {";
+      for (Node* r : batch) {
+        const std::string sh = "on_sh" + std::to_string(r->id);
+        std::string other = sh + "[on_li + " + std::to_string(half) + "u]";
+        // A NaN partial of a max/min wins, as PyTorch propagates NaN.
+        if (has_nan_flag(r))
+          step += " if (isnan(" + other + ")) " + sh + "[on_li] = " + other + "; else if (!isnan(" + sh +
+                  "[on_li])) " + combine(r, sh + "[on_li]", other);
+        else
+          step += " " + combine(r, sh + "[on_li]", other);
+      }
+      line(step + " }");
+      line("barrier();");
+    }
     for (Node* r : batch) {
       const std::string id = std::to_string(r->id), t = glsl_compute_type(r->compute);
-      const std::string acc = "acc" + id;
-      if (compensated(r)) line("if (isinf(raw" + id + ") || isnan(raw" + id + ")) " + acc + " = raw" + id + ";");
-      if (has_nan_flag(r)) line("if (nan" + id + ") " + acc + " = " + t + "(ON_NAN);");
-      std::string value = convert(acc, t, value_type(r));
-      if (r->dtype == DType::Float16) value = "float(float16_t(" + acc + "))";
-      if (r->dtype == DType::BFloat16) value = "on_bf16_load(on_bf16_store(" + acc + "))";
+      const std::string total = convert("on_sh" + id + "[0]", shared_type(r), t);
+      std::string value = convert(total, t, value_type(r));
+      if (r->dtype == DType::Float16) value = "float(float16_t(" + total + "))";
+      if (r->dtype == DType::BFloat16) value = "on_bf16_load(on_bf16_store(" + total + "))";
       const std::string var = fresh();
       line("const " + value_type(r) + " " + var + " = " + value + ";");
       accumulators_[r->id] = var;
-      if (r->materialize) store(r, row, var);
+    }
+    line("barrier();  // every invocation has read the results: shared memory is free again");
+    for (Node* r : batch) {
+      if (!r->materialize) continue;
+      line("if (on_lid == 0L) {");
+      ++indent_;
+      store(r, row, accumulators_[r->id]);
+      --indent_;
+      line("}");
     }
   }
 
   const KernelGroup& g_;
+  std::vector<int64_t> reduced_;  // reductions: the reduced dims
+  std::vector<Expr> row_;         // reductions: the current row's coordinates
+  std::string shared_;            // shared-memory declarations
   std::string name_;
   std::vector<std::string> symbols_;
   std::string body_, prologue_;

@@ -20,6 +20,29 @@ namespace openneuron::integration {
 
 namespace {
 
+// The grid of a generated kernel's dispatch. The C++ target's kernels take
+// one workgroup per thread they may use (0 here: decided at each launch).
+// The GLSL target's loop over their elements with any grid; it is sized at
+// launch to one invocation per element of the largest buffer (no kernel
+// iterates over more), so no invocation loops long: lavapipe stops any
+// invocation after 65535 loop trips in all.
+struct GridRule {
+  int64_t workgroup_size = 0;  // 0: the C++ target's rule
+  int64_t max_workgroups = 1;
+};
+
+GridRule grid_rule(const hal::DeviceProperties& p, const hal::EntryInfo& info) {
+  if (p.kernel_target == "cpp") return {};
+  return {std::max(1, info.workgroup_size[0]), std::max<int64_t>(1, p.max_workgroups)};
+}
+
+int64_t launch_workgroups(const GridRule& rule, const std::vector<at::Tensor>& buffers) {
+  if (rule.workgroup_size == 0) return at::get_num_threads();
+  int64_t elements = 1;
+  for (const at::Tensor& t : buffers) elements = std::max(elements, t.numel());
+  return std::min(rule.max_workgroups, (elements + rule.workgroup_size - 1) / rule.workgroup_size);
+}
+
 struct Kernel {
   hal::Executable* executable;
   int entry;
@@ -27,7 +50,7 @@ struct Kernel {
   std::string name;
   std::string label;  // profiler event name
   bool reads_host_memory;  // CPU tensors may be among its (read) buffers
-  int64_t workgroups;      // its dispatch's grid (launch_workgroups; 0: one per thread)
+  GridRule grid;
 };
 
 struct Registry {
@@ -39,16 +62,6 @@ struct Registry {
 Registry& registry() {
   static auto* r = new Registry();  // leaked: kernels may run during exit
   return *r;
-}
-
-// The grid of a generated kernel's dispatch. The C++ target's kernels take
-// one workgroup per thread they may use; the GLSL target's loop over their
-// elements with any grid, which is sized to fill the device (16 workgroups
-// per compute unit: enough to hide memory latency, few enough that a tiny
-// kernel does not pay for thousands of empty ones).
-int64_t launch_workgroups(const hal::DeviceProperties& p) {
-  if (p.kernel_target == "cpp") return 0;  // at::get_num_threads() at each launch
-  return std::max(1, p.compute_units) * int64_t{16};
 }
 
 }  // namespace
@@ -64,7 +77,7 @@ int64_t compiled_kernel(const std::string& path, const std::string& entry, int64
     if (r.kernels[i].executable == lib.get() && r.kernels[i].entry == index) return static_cast<int64_t>(i);
   const hal::DeviceProperties props = hal::driver().properties(static_cast<int>(device));
   r.kernels.push_back({lib.get(), index, static_cast<c10::DeviceIndex>(device), entry, label,
-                       props.kernels_read_host_memory, launch_workgroups(props)});
+                       props.kernels_read_host_memory, grid_rule(props, lib->entry_info(index))});
   return static_cast<int64_t>(r.kernels.size()) - 1;
 }
 
@@ -99,7 +112,7 @@ void launch_compiled_kernel(int64_t kernel, const std::vector<at::Tensor>& buffe
   RECORD_FUNCTION(k.label.c_str(), c10::ArrayRef<const c10::IValue>{});
   try {
     current_queue(k.device).dispatch(*k.executable, k.entry, addresses, symbols,
-                                     hal::Grid{k.workgroups > 0 ? k.workgroups : at::get_num_threads(), 1, 1});
+                                     hal::Grid{launch_workgroups(k.grid, buffers), 1, 1});
   } catch (const hal::Error& e) {
     TORCH_CHECK(false, "compiled kernel ", k.name, ": ", e.what());
   }

@@ -65,7 +65,9 @@ void check_device_index(c10::DeviceIndex index) {
   TORCH_CHECK_INDEX(
       index >= 0 && index < count, "Invalid device index neuron:", int(index),
       ": there are ", int(count), " neuron device(s), valid indices are 0..",
-      int(count) - 1, ". Set OPENNEURON_HOST_DEVICES to change the count.");
+      int(count) - 1, ". Set ",
+      hal::driver().name() == "vulkan" ? "OPENNEURON_VULKAN_DEVICES" : "OPENNEURON_HOST_DEVICES",
+      " to change the devices.");
 }
 
 c10::DeviceIndex current_device() { return tls_current_device; }

@@ -256,6 +256,7 @@ void VulkanDevice::read_properties(int index) {
   p.shared_memory_bytes = limits.maxComputeSharedMemorySize;
   timestamp_period_ = limits.timestampPeriod;
   for (int axis = 0; axis < 3; ++axis) max_workgroups_[axis] = limits.maxComputeWorkGroupCount[axis];
+  p.max_workgroups = limits.maxComputeWorkGroupCount[0];
   std::memcpy(pipeline_cache_uuid_, props.properties.pipelineCacheUUID, VK_UUID_SIZE);
 }
 
