@@ -33,6 +33,31 @@ int64_t on_abs(int64_t a) { return a < 0 ? -a : a; }
 float on_abs(float a) { return abs(a); }
 double on_abs(double a) { return abs(a); }
 
+// Division rounded as IEEE requires: drivers may compute a / b as
+// a * (1 / b) (lavapipe does), an ulp off. The residual a - q * b is found
+// exactly with Dekker's product (no fma: a driver may split it into a
+// multiply and an add, as lavapipe does) and corrects the quotient.
+float on_div(float a, float b) {
+  precise float q = a / b;
+  if (isinf(q) || isnan(q) || q == 0.0 || isinf(b) || abs(q) > 1e30 || abs(b) > 1e30 ||
+      abs(q) < 1e-30 || abs(b) < 1e-30)
+    return q;
+  precise float cq = 4097.0 * q;
+  precise float qh = cq - (cq - q);
+  precise float ql = q - qh;
+  precise float cb = 4097.0 * b;
+  precise float bh = cb - (cb - b);
+  precise float bl = b - bh;
+  precise float p = q * b;
+  precise float e = ((qh * bh - p) + qh * bl + ql * bh) + ql * bl;
+  precise float r = (a - p) - e;
+  precise float result = q + r / b;
+  return result;
+}
+double on_div(double a, double b) { return a / b; }
+int64_t on_div(int64_t a, int64_t b) { return a / b; }
+bool on_div(bool a, bool b) { return a; }
+
 int64_t on_sign(int64_t a) { return int64_t(a > 0) - int64_t(a < 0); }
 float on_sign(float a) { return isnan(a) ? a : float(a > 0.0) - float(a < 0.0); }
 double on_sign(double a) { return isnan(a) ? a : double(a > 0.0LF) - double(a < 0.0LF); }
@@ -274,10 +299,16 @@ float on_pow(float a, float b) {
 // Integer pow as ATen: by squaring, wrapping on overflow; negative
 // exponents give 0 except for bases 1 and -1.
 int64_t on_pow(int64_t a, int64_t b) {
-  if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) != 0 ? -1 : 1) : 0;
-  uint64_t result = 1, base = uint64_t(a);
-  for (uint64_t e = uint64_t(b); e != 0; e >>= 1, base *= base)
-    if ((e & 1) != 0) result *= base;
+  if (int(b >> 32) < 0) {  // b < 0 (lavapipe mis-compiles that form here)
+    if (a == 1L) return 1L;
+    if (a == -1L) return (b & 1L) != 0L ? -1L : 1L;
+    return 0L;
+  }
+  uint64_t result = 1ul, base = uint64_t(a);
+  for (uint64_t e = uint64_t(b); e != 0ul; e >>= 1ul) {
+    if ((e & 1ul) != 0ul) result *= base;
+    base *= base;
+  }
   return int64_t(result);
 }
 float on_fmod(float a, float b) { return b == 0.0 || isinf(a) ? ON_NAN : isinf(b) ? a : a - b * trunc(a / b); }
