@@ -26,3 +26,13 @@ OPENNEURON_DRIVER=protected OPENNEURON_CPU_FALLBACK=silent .venv/bin/python -m p
   -p no:cacheprovider tests/python/test_copies.py tests/python/test_serialization.py \
   tests/python/test_streams_events.py tests/python/test_training.py \
   tests/python/test_distributed.py tests/python/test_compile.py "$@"
+
+echo "[test] Python suite, parts on the vulkan driver (lavapipe without a GPU; validation layer on)"
+# The same device-memory parts on Vulkan, four devices over one GPU, with
+# the Khronos validation layer (synchronization validation included): any
+# validation message raises at the next synchronize and fails the test.
+OPENNEURON_DRIVER=vulkan OPENNEURON_VULKAN_DEVICES=0,0,0,0 OPENNEURON_VULKAN_VALIDATION=1 \
+  OPENNEURON_CPU_FALLBACK=silent .venv/bin/python -m pytest -q -p no:cacheprovider \
+  tests/python/test_copies.py tests/python/test_serialization.py \
+  tests/python/test_streams_events.py tests/python/test_training.py \
+  tests/python/test_compile.py tests/python/test_vulkan_driver.py "$@"

@@ -1,0 +1,103 @@
+// The GLSL target end to end: a graph compiled for "glsl", its executable
+// file read back, and its kernel run on the vulkan driver (lavapipe in CI)
+// for several sizes with one build.
+#if OPENNEURON_COMPILER_GLSL && OPENNEURON_HAL_VULKAN
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "compiler/compile.h"
+#include "compiler/ir/errors.h"
+#include "compiler/ir/json.h"
+#include "hal/drivers/vulkan/spirv_executable_file.h"
+#include "hal/registry.h"
+
+namespace openneuron::compiler {
+namespace {
+
+// softmax(x * 2) over rows of [s0, s1]: one reduction kernel (max, sum, and
+// the normalised epilogue).
+const char* kSoftmaxGraph = R"({
+ "symbols": ["s0", "s1"],
+ "inputs": [{"name": "x", "meta": {"t": "tensor", "dtype": "float32", "shape": ["s0", "s1"], "stride": ["s1", 1], "offset": 0}}],
+ "nodes": [
+  {"name": "m", "target": "aten.mul.Tensor", "args": [{"ref": "x"}, 2], "kwargs": {},
+   "meta": {"t": "tensor", "dtype": "float32", "shape": ["s0", "s1"], "stride": ["s1", 1], "offset": 0}},
+  {"name": "mx", "target": "aten.amax.default", "args": [{"ref": "m"}, [-1], true], "kwargs": {},
+   "meta": {"t": "tensor", "dtype": "float32", "shape": ["s0", 1], "stride": [1, 1], "offset": 0}},
+  {"name": "d", "target": "aten.sub.Tensor", "args": [{"ref": "m"}, {"ref": "mx"}], "kwargs": {},
+   "meta": {"t": "tensor", "dtype": "float32", "shape": ["s0", "s1"], "stride": ["s1", 1], "offset": 0}},
+  {"name": "e", "target": "aten.exp.default", "args": [{"ref": "d"}], "kwargs": {},
+   "meta": {"t": "tensor", "dtype": "float32", "shape": ["s0", "s1"], "stride": ["s1", 1], "offset": 0}},
+  {"name": "s", "target": "aten.sum.dim_IntList", "args": [{"ref": "e"}, [-1], true], "kwargs": {},
+   "meta": {"t": "tensor", "dtype": "float32", "shape": ["s0", 1], "stride": [1, 1], "offset": 0}},
+  {"name": "y", "target": "aten.div.Tensor", "args": [{"ref": "e"}, {"ref": "s"}], "kwargs": {},
+   "meta": {"t": "tensor", "dtype": "float32", "shape": ["s0", "s1"], "stride": ["s1", 1], "offset": 0}}
+ ],
+ "outputs": [{"ref": "y"}]
+})";
+
+TEST(GlslTarget, SoftmaxRunsOnTheVulkanDriverForAnySize) {
+  setenv("OPENNEURON_VULKAN_VALIDATION", "1", 0);
+  const std::string dir = ::testing::TempDir() + "/on_glsl_test_cache";
+  Json plan = Json::parse(
+      compile_graph(kSoftmaxGraph, R"({"target": "glsl", "cache_dir": ")" + dir + R"("})"));
+  EXPECT_EQ(plan.at("target").as_string(), "glsl");
+  ASSERT_EQ(plan.at("stats").at("kernels").as_int(), 1);
+  const Json& step = plan.at("steps")[0];
+  const std::string library = plan.at("library").as_string();
+  auto entries = hal::read_spirv_executable(library);
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].info.name, step.at("name").as_string());
+  EXPECT_EQ(entries[0].info.bindings, 2);
+  EXPECT_EQ(entries[0].info.scalars, 2);
+
+  auto driver = hal::create_driver("vulkan");
+  auto exe = driver->load_executable(0, library);
+  auto queue = driver->create_queue(0, 0);
+  const int entry = exe->entry(step.at("name").as_string());
+  // Rows longer than a workgroup, shorter, and one long row.
+  for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{1, 5}, {3, 300}, {100, 7}, {1, 70000}}) {
+    std::vector<float> x(rows * cols), y(rows * cols);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i));
+    void* dx = driver->allocate(0, x.size() * 4);
+    void* dy = driver->allocate(0, y.size() * 4);
+    queue->copy_async(dx, x.data(), x.size() * 4, hal::CopyKind::HostToDevice);
+    const hal::DeviceAddress bindings[] = {dx, dy};
+    const int64_t scalars[] = {rows, cols};
+    queue->dispatch(*exe, entry, bindings, scalars, hal::Grid{rows, 1, 1});
+    queue->copy_async(y.data(), dy, y.size() * 4, hal::CopyKind::DeviceToHost);
+    queue->synchronize();
+    for (int64_t r = 0; r < rows; ++r) {
+      double mx = -INFINITY, sum = 0;
+      for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, 2.0 * x[r * cols + c]);
+      for (int64_t c = 0; c < cols; ++c) sum += std::exp(2.0 * x[r * cols + c] - mx);
+      for (int64_t c = 0; c < cols; ++c)
+        ASSERT_NEAR(y[r * cols + c], std::exp(2.0 * x[r * cols + c] - mx) / sum, 2e-6 / std::max<double>(1, cols / 1000.0))
+            << rows << "x" << cols << " at " << r << "," << c;
+    }
+    driver->free(0, dx, x.size() * 4);
+    driver->free(0, dy, y.size() * 4);
+  }
+}
+
+TEST(GlslTarget, Float64TranscendentalsAreRefusedNotNarrowed) {
+  const char* graph = R"({"symbols": [], "inputs": [
+     {"name": "x", "meta": {"t": "tensor", "dtype": "float64", "shape": [4], "stride": [1], "offset": 0}}],
+   "nodes": [{"name": "e", "target": "aten.exp.default", "args": [{"ref": "x"}], "kwargs": {},
+              "meta": {"t": "tensor", "dtype": "float64", "shape": [4], "stride": [1], "offset": 0}}],
+   "outputs": [{"ref": "e"}]})";
+  try {
+    compile_graph(graph, R"({"target": "glsl", "cache_enabled": false})");
+    FAIL() << "expected UnsupportedError";
+  } catch (const UnsupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("float64 exp"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace openneuron::compiler
+#endif
