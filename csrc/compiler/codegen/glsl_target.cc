@@ -6,6 +6,7 @@
 
 #include "compiler/cache/sha256.h"
 #include "compiler/codegen/glsl_kernel.h"
+#include "compiler/codegen/glsl_library.h"
 #include "compiler/codegen/glsl_prelude.h"
 #include "compiler/ir/errors.h"
 #include "hal/drivers/vulkan/spirv_executable_file.h"
@@ -60,6 +61,11 @@ void GlslTarget::build(const std::string& source, const std::string& output) con
   } catch (const std::exception& e) {
     throw CompileError(e.what());
   }
+}
+
+std::string GlslTarget::library_source() const {
+  // The prelude first: build() shares what precedes the first kernel.
+  return std::string(kGlslPrelude) + kGlslLibrarySource;
 }
 
 std::array<int64_t, 3> GlslTarget::launch_grid(const KernelGroup&) const {

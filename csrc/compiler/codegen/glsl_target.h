@@ -21,6 +21,7 @@ class GlslTarget : public Target {
                               size_t num_symbols) const override;
   void build(const std::string& source, const std::string& output) const override;
   std::array<int64_t, 3> launch_grid(const KernelGroup& group) const override;
+  std::string library_source() const override;
   std::vector<std::pair<std::string, std::string>> cache_key_parts() const override;
 };
 

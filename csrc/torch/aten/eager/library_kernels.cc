@@ -66,6 +66,8 @@ bool gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, const
   const at::ScalarType dtype = out.scalar_type();
   if (dtype != at::kFloat && dtype != at::kDouble) return false;
   if (a.scalar_type() != dtype || b.scalar_type() != dtype || (beta != 0 && x.scalar_type() != dtype)) return false;
+  // A device without float64 kernels runs float64 products on the CPU (never narrowed).
+  if (dtype == at::kDouble && !hal::driver().properties(device).native_fp64) return false;
   const int64_t kernel = library_kernel(device, dtype == at::kFloat ? "gemm_f32" : "gemm_f64");
   if (kernel < 0) return false;
   if (out.numel() == 0) return true;
