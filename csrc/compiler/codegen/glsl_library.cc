@@ -2,9 +2,10 @@
 
 namespace openneuron::compiler {
 
-// The 16-step product of a tile is unrolled (no loop there: lavapipe allows
-// an invocation 65535 loop trips in all). Neighbouring invocations stage
-// neighbouring k of A and n of B: contiguous for row-major operands.
+// Each invocation computes a 4x4 block of C in registers from global memory
+// (no shared memory and no barriers: on lavapipe a barrier switches every
+// invocation of the workgroup, 100x slower than the arithmetic; GPUs cache
+// the reused rows). Tuned GPU kernels are issue 29's.
 const char* const kGlslLibrarySource = R"GLSL(
 // A double's bits as a float, rounded to nearest even, with no float64
 // arithmetic (a gemm_f32 must run on devices without it).
@@ -29,17 +30,14 @@ float on_double_bits(int64_t bits) {
   }
   return negative ? -r : r;
 }
-//@entry gemm_f32 4 18 256 1 1
-layout(local_size_x = 256) in;
+//@entry gemm_f32 4 18 64 1 1
+layout(local_size_x = 64) in;
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer OnRef_float { float v; };
 layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer OnArgs {
   uint64_t b[4];
   int64_t s[18];
 };
 layout(push_constant) uniform OnPush { OnArgs on_args; };
-shared float on_as[16][17];
-shared float on_bs[16][17];
-float on_ld(uint64_t base, int64_t i) { return OnRef_float(base + uint64_t(i) * 4ul).v; }
 void main() {
   const uint64_t a = on_args.b[0], bm = on_args.b[1], c = on_args.b[2], x = on_args.b[3];
   const int64_t batch = on_args.s[0], m = on_args.s[1], n = on_args.s[2], k = on_args.s[3];
@@ -49,52 +47,101 @@ void main() {
   const int64_t x_b = on_args.s[13], x_m = on_args.s[14], x_n = on_args.s[15];
   const float alpha = float(on_double_bits(on_args.s[16])), beta = float(on_double_bits(on_args.s[17]));
   const bool use_x = on_args.s[17] != 0L;  // beta == 0 ignores X entirely (its NaNs too), as in BLAS
-  const uint tx = gl_LocalInvocationID.x % 16u, ty = gl_LocalInvocationID.x / 16u;
-  const int64_t tm = (m + 15L) / 16L, tn = (n + 15L) / 16L, tiles = batch * tm * tn;
-  for (int64_t t = int64_t(gl_WorkGroupID.x); t < tiles; t += int64_t(gl_NumWorkGroups.x)) {
+  const uint64_t S = 4ul, da = uint64_t(a_k) * S, db = uint64_t(b_k) * S;
+  const int64_t tm = (m + 3L) / 4L, tn = (n + 3L) / 4L, tiles = batch * tm * tn;
+  const int64_t step = int64_t(gl_NumWorkGroups.x) * 64L;
+  for (int64_t t = int64_t(gl_GlobalInvocationID.x); t < tiles; t += step) {
     const int64_t bi = t / (tm * tn), rest = t - bi * (tm * tn);
-    const int64_t row = (rest / tn) * 16L + int64_t(ty), col = (rest - (rest / tn) * tn) * 16L + int64_t(tx);
-    float acc = float(0);
-    for (int64_t p0 = 0L; p0 < k; p0 += 16L) {
-      const int64_t pa = p0 + int64_t(tx), pb = p0 + int64_t(ty);
-      on_as[ty][tx] = (row < m && pa < k) ? on_ld(a, bi * a_b + row * a_m + pa * a_k) : float(0);
-      on_bs[ty][tx] = (pb < k && col < n) ? on_ld(bm, bi * b_b + pb * b_k + col * b_n) : float(0);
-      barrier();
-      acc += on_as[ty][0] * on_bs[0][tx];
-      acc += on_as[ty][1] * on_bs[1][tx];
-      acc += on_as[ty][2] * on_bs[2][tx];
-      acc += on_as[ty][3] * on_bs[3][tx];
-      acc += on_as[ty][4] * on_bs[4][tx];
-      acc += on_as[ty][5] * on_bs[5][tx];
-      acc += on_as[ty][6] * on_bs[6][tx];
-      acc += on_as[ty][7] * on_bs[7][tx];
-      acc += on_as[ty][8] * on_bs[8][tx];
-      acc += on_as[ty][9] * on_bs[9][tx];
-      acc += on_as[ty][10] * on_bs[10][tx];
-      acc += on_as[ty][11] * on_bs[11][tx];
-      acc += on_as[ty][12] * on_bs[12][tx];
-      acc += on_as[ty][13] * on_bs[13][tx];
-      acc += on_as[ty][14] * on_bs[14][tx];
-      acc += on_as[ty][15] * on_bs[15][tx];
-      barrier();
+    const int64_t i0 = (rest / tn) * 4L, j0 = (rest - (rest / tn) * tn) * 4L;
+    uint64_t pa0 = a + uint64_t(bi * a_b + min(i0 + 0L, m - 1L) * a_m) * S;
+    uint64_t pa1 = a + uint64_t(bi * a_b + min(i0 + 1L, m - 1L) * a_m) * S;
+    uint64_t pa2 = a + uint64_t(bi * a_b + min(i0 + 2L, m - 1L) * a_m) * S;
+    uint64_t pa3 = a + uint64_t(bi * a_b + min(i0 + 3L, m - 1L) * a_m) * S;
+    uint64_t pb0 = bm + uint64_t(bi * b_b + min(j0 + 0L, n - 1L) * b_n) * S;
+    uint64_t pb1 = bm + uint64_t(bi * b_b + min(j0 + 1L, n - 1L) * b_n) * S;
+    uint64_t pb2 = bm + uint64_t(bi * b_b + min(j0 + 2L, n - 1L) * b_n) * S;
+    uint64_t pb3 = bm + uint64_t(bi * b_b + min(j0 + 3L, n - 1L) * b_n) * S;
+    float c00 = float(0); float c01 = float(0); float c02 = float(0); float c03 = float(0);
+    float c10 = float(0); float c11 = float(0); float c12 = float(0); float c13 = float(0);
+    float c20 = float(0); float c21 = float(0); float c22 = float(0); float c23 = float(0);
+    float c30 = float(0); float c31 = float(0); float c32 = float(0); float c33 = float(0);
+    int64_t p = 0L;
+    // Four k steps per trip (lavapipe allows an invocation 65535 loop trips in all).
+    for (; p + 4L <= k; p += 4L) {
+      {
+        const float a0 = OnRef_float(pa0).v; const float a1 = OnRef_float(pa1).v; const float a2 = OnRef_float(pa2).v; const float a3 = OnRef_float(pa3).v;
+        const float b0 = OnRef_float(pb0).v; const float b1 = OnRef_float(pb1).v; const float b2 = OnRef_float(pb2).v; const float b3 = OnRef_float(pb3).v;
+        c00 += a0 * b0; c01 += a0 * b1; c02 += a0 * b2; c03 += a0 * b3;
+        c10 += a1 * b0; c11 += a1 * b1; c12 += a1 * b2; c13 += a1 * b3;
+        c20 += a2 * b0; c21 += a2 * b1; c22 += a2 * b2; c23 += a2 * b3;
+        c30 += a3 * b0; c31 += a3 * b1; c32 += a3 * b2; c33 += a3 * b3;
+        pa0 += da; pa1 += da; pa2 += da; pa3 += da; pb0 += db; pb1 += db; pb2 += db; pb3 += db;
+      }
+      {
+        const float a0 = OnRef_float(pa0).v; const float a1 = OnRef_float(pa1).v; const float a2 = OnRef_float(pa2).v; const float a3 = OnRef_float(pa3).v;
+        const float b0 = OnRef_float(pb0).v; const float b1 = OnRef_float(pb1).v; const float b2 = OnRef_float(pb2).v; const float b3 = OnRef_float(pb3).v;
+        c00 += a0 * b0; c01 += a0 * b1; c02 += a0 * b2; c03 += a0 * b3;
+        c10 += a1 * b0; c11 += a1 * b1; c12 += a1 * b2; c13 += a1 * b3;
+        c20 += a2 * b0; c21 += a2 * b1; c22 += a2 * b2; c23 += a2 * b3;
+        c30 += a3 * b0; c31 += a3 * b1; c32 += a3 * b2; c33 += a3 * b3;
+        pa0 += da; pa1 += da; pa2 += da; pa3 += da; pb0 += db; pb1 += db; pb2 += db; pb3 += db;
+      }
+      {
+        const float a0 = OnRef_float(pa0).v; const float a1 = OnRef_float(pa1).v; const float a2 = OnRef_float(pa2).v; const float a3 = OnRef_float(pa3).v;
+        const float b0 = OnRef_float(pb0).v; const float b1 = OnRef_float(pb1).v; const float b2 = OnRef_float(pb2).v; const float b3 = OnRef_float(pb3).v;
+        c00 += a0 * b0; c01 += a0 * b1; c02 += a0 * b2; c03 += a0 * b3;
+        c10 += a1 * b0; c11 += a1 * b1; c12 += a1 * b2; c13 += a1 * b3;
+        c20 += a2 * b0; c21 += a2 * b1; c22 += a2 * b2; c23 += a2 * b3;
+        c30 += a3 * b0; c31 += a3 * b1; c32 += a3 * b2; c33 += a3 * b3;
+        pa0 += da; pa1 += da; pa2 += da; pa3 += da; pb0 += db; pb1 += db; pb2 += db; pb3 += db;
+      }
+      {
+        const float a0 = OnRef_float(pa0).v; const float a1 = OnRef_float(pa1).v; const float a2 = OnRef_float(pa2).v; const float a3 = OnRef_float(pa3).v;
+        const float b0 = OnRef_float(pb0).v; const float b1 = OnRef_float(pb1).v; const float b2 = OnRef_float(pb2).v; const float b3 = OnRef_float(pb3).v;
+        c00 += a0 * b0; c01 += a0 * b1; c02 += a0 * b2; c03 += a0 * b3;
+        c10 += a1 * b0; c11 += a1 * b1; c12 += a1 * b2; c13 += a1 * b3;
+        c20 += a2 * b0; c21 += a2 * b1; c22 += a2 * b2; c23 += a2 * b3;
+        c30 += a3 * b0; c31 += a3 * b1; c32 += a3 * b2; c33 += a3 * b3;
+        pa0 += da; pa1 += da; pa2 += da; pa3 += da; pb0 += db; pb1 += db; pb2 += db; pb3 += db;
+      }
     }
-    if (row < m && col < n) {
-      const float base = use_x ? beta * on_ld(x, bi * x_b + row * x_m + col * x_n) : float(0);
-      OnRef_float(c + uint64_t(bi * c_b + row * c_m + col * c_n) * 4ul).v = base + alpha * acc;
+    for (; p < k; ++p) {
+      {
+        const float a0 = OnRef_float(pa0).v; const float a1 = OnRef_float(pa1).v; const float a2 = OnRef_float(pa2).v; const float a3 = OnRef_float(pa3).v;
+        const float b0 = OnRef_float(pb0).v; const float b1 = OnRef_float(pb1).v; const float b2 = OnRef_float(pb2).v; const float b3 = OnRef_float(pb3).v;
+        c00 += a0 * b0; c01 += a0 * b1; c02 += a0 * b2; c03 += a0 * b3;
+        c10 += a1 * b0; c11 += a1 * b1; c12 += a1 * b2; c13 += a1 * b3;
+        c20 += a2 * b0; c21 += a2 * b1; c22 += a2 * b2; c23 += a2 * b3;
+        c30 += a3 * b0; c31 += a3 * b1; c32 += a3 * b2; c33 += a3 * b3;
+        pa0 += da; pa1 += da; pa2 += da; pa3 += da; pb0 += db; pb1 += db; pb2 += db; pb3 += db;
+      }
     }
+    if (i0 + 0L < m && j0 + 0L < n) { const int64_t r = i0 + 0L, q = j0 + 0L; OnRef_float(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_float(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : float(0)) + alpha * c00; }
+    if (i0 + 0L < m && j0 + 1L < n) { const int64_t r = i0 + 0L, q = j0 + 1L; OnRef_float(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_float(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : float(0)) + alpha * c01; }
+    if (i0 + 0L < m && j0 + 2L < n) { const int64_t r = i0 + 0L, q = j0 + 2L; OnRef_float(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_float(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : float(0)) + alpha * c02; }
+    if (i0 + 0L < m && j0 + 3L < n) { const int64_t r = i0 + 0L, q = j0 + 3L; OnRef_float(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_float(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : float(0)) + alpha * c03; }
+    if (i0 + 1L < m && j0 + 0L < n) { const int64_t r = i0 + 1L, q = j0 + 0L; OnRef_float(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_float(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : float(0)) + alpha * c10; }
+    if (i0 + 1L < m && j0 + 1L < n) { const int64_t r = i0 + 1L, q = j0 + 1L; OnRef_float(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_float(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : float(0)) + alpha * c11; }
+    if (i0 + 1L < m && j0 + 2L < n) { const int64_t r = i0 + 1L, q = j0 + 2L; OnRef_float(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_float(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : float(0)) + alpha * c12; }
+    if (i0 + 1L < m && j0 + 3L < n) { const int64_t r = i0 + 1L, q = j0 + 3L; OnRef_float(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_float(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : float(0)) + alpha * c13; }
+    if (i0 + 2L < m && j0 + 0L < n) { const int64_t r = i0 + 2L, q = j0 + 0L; OnRef_float(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_float(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : float(0)) + alpha * c20; }
+    if (i0 + 2L < m && j0 + 1L < n) { const int64_t r = i0 + 2L, q = j0 + 1L; OnRef_float(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_float(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : float(0)) + alpha * c21; }
+    if (i0 + 2L < m && j0 + 2L < n) { const int64_t r = i0 + 2L, q = j0 + 2L; OnRef_float(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_float(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : float(0)) + alpha * c22; }
+    if (i0 + 2L < m && j0 + 3L < n) { const int64_t r = i0 + 2L, q = j0 + 3L; OnRef_float(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_float(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : float(0)) + alpha * c23; }
+    if (i0 + 3L < m && j0 + 0L < n) { const int64_t r = i0 + 3L, q = j0 + 0L; OnRef_float(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_float(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : float(0)) + alpha * c30; }
+    if (i0 + 3L < m && j0 + 1L < n) { const int64_t r = i0 + 3L, q = j0 + 1L; OnRef_float(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_float(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : float(0)) + alpha * c31; }
+    if (i0 + 3L < m && j0 + 2L < n) { const int64_t r = i0 + 3L, q = j0 + 2L; OnRef_float(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_float(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : float(0)) + alpha * c32; }
+    if (i0 + 3L < m && j0 + 3L < n) { const int64_t r = i0 + 3L, q = j0 + 3L; OnRef_float(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_float(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : float(0)) + alpha * c33; }
   }
 }
-//@entry gemm_f64 4 18 256 1 1
-layout(local_size_x = 256) in;
+//@entry gemm_f64 4 18 64 1 1
+layout(local_size_x = 64) in;
 layout(buffer_reference, std430, buffer_reference_align = 8) buffer OnRef_double { double v; };
 layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer OnArgs {
   uint64_t b[4];
   int64_t s[18];
 };
 layout(push_constant) uniform OnPush { OnArgs on_args; };
-shared double on_as[16][17];
-shared double on_bs[16][17];
-double on_ld(uint64_t base, int64_t i) { return OnRef_double(base + uint64_t(i) * 8ul).v; }
 void main() {
   const uint64_t a = on_args.b[0], bm = on_args.b[1], c = on_args.b[2], x = on_args.b[3];
   const int64_t batch = on_args.s[0], m = on_args.s[1], n = on_args.s[2], k = on_args.s[3];
@@ -104,39 +151,91 @@ void main() {
   const int64_t x_b = on_args.s[13], x_m = on_args.s[14], x_n = on_args.s[15];
   const double alpha = double(on_double_bits(on_args.s[16])), beta = double(on_double_bits(on_args.s[17]));
   const bool use_x = on_args.s[17] != 0L;  // beta == 0 ignores X entirely (its NaNs too), as in BLAS
-  const uint tx = gl_LocalInvocationID.x % 16u, ty = gl_LocalInvocationID.x / 16u;
-  const int64_t tm = (m + 15L) / 16L, tn = (n + 15L) / 16L, tiles = batch * tm * tn;
-  for (int64_t t = int64_t(gl_WorkGroupID.x); t < tiles; t += int64_t(gl_NumWorkGroups.x)) {
+  const uint64_t S = 8ul, da = uint64_t(a_k) * S, db = uint64_t(b_k) * S;
+  const int64_t tm = (m + 3L) / 4L, tn = (n + 3L) / 4L, tiles = batch * tm * tn;
+  const int64_t step = int64_t(gl_NumWorkGroups.x) * 64L;
+  for (int64_t t = int64_t(gl_GlobalInvocationID.x); t < tiles; t += step) {
     const int64_t bi = t / (tm * tn), rest = t - bi * (tm * tn);
-    const int64_t row = (rest / tn) * 16L + int64_t(ty), col = (rest - (rest / tn) * tn) * 16L + int64_t(tx);
-    double acc = double(0);
-    for (int64_t p0 = 0L; p0 < k; p0 += 16L) {
-      const int64_t pa = p0 + int64_t(tx), pb = p0 + int64_t(ty);
-      on_as[ty][tx] = (row < m && pa < k) ? on_ld(a, bi * a_b + row * a_m + pa * a_k) : double(0);
-      on_bs[ty][tx] = (pb < k && col < n) ? on_ld(bm, bi * b_b + pb * b_k + col * b_n) : double(0);
-      barrier();
-      acc += on_as[ty][0] * on_bs[0][tx];
-      acc += on_as[ty][1] * on_bs[1][tx];
-      acc += on_as[ty][2] * on_bs[2][tx];
-      acc += on_as[ty][3] * on_bs[3][tx];
-      acc += on_as[ty][4] * on_bs[4][tx];
-      acc += on_as[ty][5] * on_bs[5][tx];
-      acc += on_as[ty][6] * on_bs[6][tx];
-      acc += on_as[ty][7] * on_bs[7][tx];
-      acc += on_as[ty][8] * on_bs[8][tx];
-      acc += on_as[ty][9] * on_bs[9][tx];
-      acc += on_as[ty][10] * on_bs[10][tx];
-      acc += on_as[ty][11] * on_bs[11][tx];
-      acc += on_as[ty][12] * on_bs[12][tx];
-      acc += on_as[ty][13] * on_bs[13][tx];
-      acc += on_as[ty][14] * on_bs[14][tx];
-      acc += on_as[ty][15] * on_bs[15][tx];
-      barrier();
+    const int64_t i0 = (rest / tn) * 4L, j0 = (rest - (rest / tn) * tn) * 4L;
+    uint64_t pa0 = a + uint64_t(bi * a_b + min(i0 + 0L, m - 1L) * a_m) * S;
+    uint64_t pa1 = a + uint64_t(bi * a_b + min(i0 + 1L, m - 1L) * a_m) * S;
+    uint64_t pa2 = a + uint64_t(bi * a_b + min(i0 + 2L, m - 1L) * a_m) * S;
+    uint64_t pa3 = a + uint64_t(bi * a_b + min(i0 + 3L, m - 1L) * a_m) * S;
+    uint64_t pb0 = bm + uint64_t(bi * b_b + min(j0 + 0L, n - 1L) * b_n) * S;
+    uint64_t pb1 = bm + uint64_t(bi * b_b + min(j0 + 1L, n - 1L) * b_n) * S;
+    uint64_t pb2 = bm + uint64_t(bi * b_b + min(j0 + 2L, n - 1L) * b_n) * S;
+    uint64_t pb3 = bm + uint64_t(bi * b_b + min(j0 + 3L, n - 1L) * b_n) * S;
+    double c00 = double(0); double c01 = double(0); double c02 = double(0); double c03 = double(0);
+    double c10 = double(0); double c11 = double(0); double c12 = double(0); double c13 = double(0);
+    double c20 = double(0); double c21 = double(0); double c22 = double(0); double c23 = double(0);
+    double c30 = double(0); double c31 = double(0); double c32 = double(0); double c33 = double(0);
+    int64_t p = 0L;
+    // Four k steps per trip (lavapipe allows an invocation 65535 loop trips in all).
+    for (; p + 4L <= k; p += 4L) {
+      {
+        const double a0 = OnRef_double(pa0).v; const double a1 = OnRef_double(pa1).v; const double a2 = OnRef_double(pa2).v; const double a3 = OnRef_double(pa3).v;
+        const double b0 = OnRef_double(pb0).v; const double b1 = OnRef_double(pb1).v; const double b2 = OnRef_double(pb2).v; const double b3 = OnRef_double(pb3).v;
+        c00 += a0 * b0; c01 += a0 * b1; c02 += a0 * b2; c03 += a0 * b3;
+        c10 += a1 * b0; c11 += a1 * b1; c12 += a1 * b2; c13 += a1 * b3;
+        c20 += a2 * b0; c21 += a2 * b1; c22 += a2 * b2; c23 += a2 * b3;
+        c30 += a3 * b0; c31 += a3 * b1; c32 += a3 * b2; c33 += a3 * b3;
+        pa0 += da; pa1 += da; pa2 += da; pa3 += da; pb0 += db; pb1 += db; pb2 += db; pb3 += db;
+      }
+      {
+        const double a0 = OnRef_double(pa0).v; const double a1 = OnRef_double(pa1).v; const double a2 = OnRef_double(pa2).v; const double a3 = OnRef_double(pa3).v;
+        const double b0 = OnRef_double(pb0).v; const double b1 = OnRef_double(pb1).v; const double b2 = OnRef_double(pb2).v; const double b3 = OnRef_double(pb3).v;
+        c00 += a0 * b0; c01 += a0 * b1; c02 += a0 * b2; c03 += a0 * b3;
+        c10 += a1 * b0; c11 += a1 * b1; c12 += a1 * b2; c13 += a1 * b3;
+        c20 += a2 * b0; c21 += a2 * b1; c22 += a2 * b2; c23 += a2 * b3;
+        c30 += a3 * b0; c31 += a3 * b1; c32 += a3 * b2; c33 += a3 * b3;
+        pa0 += da; pa1 += da; pa2 += da; pa3 += da; pb0 += db; pb1 += db; pb2 += db; pb3 += db;
+      }
+      {
+        const double a0 = OnRef_double(pa0).v; const double a1 = OnRef_double(pa1).v; const double a2 = OnRef_double(pa2).v; const double a3 = OnRef_double(pa3).v;
+        const double b0 = OnRef_double(pb0).v; const double b1 = OnRef_double(pb1).v; const double b2 = OnRef_double(pb2).v; const double b3 = OnRef_double(pb3).v;
+        c00 += a0 * b0; c01 += a0 * b1; c02 += a0 * b2; c03 += a0 * b3;
+        c10 += a1 * b0; c11 += a1 * b1; c12 += a1 * b2; c13 += a1 * b3;
+        c20 += a2 * b0; c21 += a2 * b1; c22 += a2 * b2; c23 += a2 * b3;
+        c30 += a3 * b0; c31 += a3 * b1; c32 += a3 * b2; c33 += a3 * b3;
+        pa0 += da; pa1 += da; pa2 += da; pa3 += da; pb0 += db; pb1 += db; pb2 += db; pb3 += db;
+      }
+      {
+        const double a0 = OnRef_double(pa0).v; const double a1 = OnRef_double(pa1).v; const double a2 = OnRef_double(pa2).v; const double a3 = OnRef_double(pa3).v;
+        const double b0 = OnRef_double(pb0).v; const double b1 = OnRef_double(pb1).v; const double b2 = OnRef_double(pb2).v; const double b3 = OnRef_double(pb3).v;
+        c00 += a0 * b0; c01 += a0 * b1; c02 += a0 * b2; c03 += a0 * b3;
+        c10 += a1 * b0; c11 += a1 * b1; c12 += a1 * b2; c13 += a1 * b3;
+        c20 += a2 * b0; c21 += a2 * b1; c22 += a2 * b2; c23 += a2 * b3;
+        c30 += a3 * b0; c31 += a3 * b1; c32 += a3 * b2; c33 += a3 * b3;
+        pa0 += da; pa1 += da; pa2 += da; pa3 += da; pb0 += db; pb1 += db; pb2 += db; pb3 += db;
+      }
     }
-    if (row < m && col < n) {
-      const double base = use_x ? beta * on_ld(x, bi * x_b + row * x_m + col * x_n) : double(0);
-      OnRef_double(c + uint64_t(bi * c_b + row * c_m + col * c_n) * 8ul).v = base + alpha * acc;
+    for (; p < k; ++p) {
+      {
+        const double a0 = OnRef_double(pa0).v; const double a1 = OnRef_double(pa1).v; const double a2 = OnRef_double(pa2).v; const double a3 = OnRef_double(pa3).v;
+        const double b0 = OnRef_double(pb0).v; const double b1 = OnRef_double(pb1).v; const double b2 = OnRef_double(pb2).v; const double b3 = OnRef_double(pb3).v;
+        c00 += a0 * b0; c01 += a0 * b1; c02 += a0 * b2; c03 += a0 * b3;
+        c10 += a1 * b0; c11 += a1 * b1; c12 += a1 * b2; c13 += a1 * b3;
+        c20 += a2 * b0; c21 += a2 * b1; c22 += a2 * b2; c23 += a2 * b3;
+        c30 += a3 * b0; c31 += a3 * b1; c32 += a3 * b2; c33 += a3 * b3;
+        pa0 += da; pa1 += da; pa2 += da; pa3 += da; pb0 += db; pb1 += db; pb2 += db; pb3 += db;
+      }
     }
+    if (i0 + 0L < m && j0 + 0L < n) { const int64_t r = i0 + 0L, q = j0 + 0L; OnRef_double(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_double(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : double(0)) + alpha * c00; }
+    if (i0 + 0L < m && j0 + 1L < n) { const int64_t r = i0 + 0L, q = j0 + 1L; OnRef_double(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_double(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : double(0)) + alpha * c01; }
+    if (i0 + 0L < m && j0 + 2L < n) { const int64_t r = i0 + 0L, q = j0 + 2L; OnRef_double(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_double(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : double(0)) + alpha * c02; }
+    if (i0 + 0L < m && j0 + 3L < n) { const int64_t r = i0 + 0L, q = j0 + 3L; OnRef_double(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_double(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : double(0)) + alpha * c03; }
+    if (i0 + 1L < m && j0 + 0L < n) { const int64_t r = i0 + 1L, q = j0 + 0L; OnRef_double(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_double(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : double(0)) + alpha * c10; }
+    if (i0 + 1L < m && j0 + 1L < n) { const int64_t r = i0 + 1L, q = j0 + 1L; OnRef_double(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_double(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : double(0)) + alpha * c11; }
+    if (i0 + 1L < m && j0 + 2L < n) { const int64_t r = i0 + 1L, q = j0 + 2L; OnRef_double(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_double(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : double(0)) + alpha * c12; }
+    if (i0 + 1L < m && j0 + 3L < n) { const int64_t r = i0 + 1L, q = j0 + 3L; OnRef_double(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_double(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : double(0)) + alpha * c13; }
+    if (i0 + 2L < m && j0 + 0L < n) { const int64_t r = i0 + 2L, q = j0 + 0L; OnRef_double(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_double(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : double(0)) + alpha * c20; }
+    if (i0 + 2L < m && j0 + 1L < n) { const int64_t r = i0 + 2L, q = j0 + 1L; OnRef_double(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_double(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : double(0)) + alpha * c21; }
+    if (i0 + 2L < m && j0 + 2L < n) { const int64_t r = i0 + 2L, q = j0 + 2L; OnRef_double(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_double(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : double(0)) + alpha * c22; }
+    if (i0 + 2L < m && j0 + 3L < n) { const int64_t r = i0 + 2L, q = j0 + 3L; OnRef_double(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_double(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : double(0)) + alpha * c23; }
+    if (i0 + 3L < m && j0 + 0L < n) { const int64_t r = i0 + 3L, q = j0 + 0L; OnRef_double(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_double(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : double(0)) + alpha * c30; }
+    if (i0 + 3L < m && j0 + 1L < n) { const int64_t r = i0 + 3L, q = j0 + 1L; OnRef_double(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_double(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : double(0)) + alpha * c31; }
+    if (i0 + 3L < m && j0 + 2L < n) { const int64_t r = i0 + 3L, q = j0 + 2L; OnRef_double(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_double(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : double(0)) + alpha * c32; }
+    if (i0 + 3L < m && j0 + 3L < n) { const int64_t r = i0 + 3L, q = j0 + 3L; OnRef_double(c + uint64_t(bi * c_b + r * c_m + q * c_n) * S).v = (use_x ? beta * OnRef_double(x + uint64_t(bi * x_b + r * x_m + q * x_n) * S).v : double(0)) + alpha * c33; }
   }
 }
 )GLSL";

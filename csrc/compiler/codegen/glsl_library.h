@@ -8,8 +8,8 @@ namespace openneuron::compiler {
 // Entries (each opening with its "//@entry" line, after the prelude):
 // gemm_f32, gemm_f64 -- C[b] = alpha A[b] B[b] + beta X[b], any strides;
 // buffers A, B, C, X; scalars batch, m, n, k, the (b, m/k, k/n) strides of
-// A, B, C, X, then alpha and beta as the bits of doubles. A workgroup
-// computes 16x16 outputs from tiles of A and B staged in shared memory.
+// A, B, C, X, then alpha and beta as the bits of doubles. Each invocation
+// computes a 4x4 block of C.
 extern const char* const kGlslLibrarySource;
 
 }  // namespace openneuron::compiler

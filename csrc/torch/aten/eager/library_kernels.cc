@@ -7,10 +7,13 @@
 #include <vector>
 #include <map>
 #include <mutex>
+#include <set>
+#include <utility>
 
 #include "compiler/compile.h"
 #include "compiler/ir/json.h"
 #include "hal/driver.h"
+#include "hal/error.h"
 #include "torch/aten/eager/eager_kernel.h"
 #include "torch/aten/eager/kernel_geometry.h"
 #include "torch/aten/eager/tensor_alias.h"
@@ -48,7 +51,21 @@ int64_t bits(double v) {
 int64_t library_kernel(c10::DeviceIndex device, const std::string& entry) {
   const std::string path = library_path(hal::driver().properties(device).kernel_target);
   if (path.empty()) return -1;
-  return compiled_kernel(path, entry, device, "library kernel: " + entry);
+  // A target's library may lack an entry the C++ target has (the GLSL
+  // library has no indexing kernels yet): the op then takes another route.
+  static std::mutex mutex;
+  static auto* missing = new std::set<std::pair<std::string, std::string>>();
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (missing->count({path, entry})) return -1;
+  }
+  try {
+    return compiled_kernel(path, entry, device, "library kernel: " + entry);
+  } catch (const hal::Error&) {
+    std::lock_guard<std::mutex> lock(mutex);
+    missing->insert({path, entry});
+    return -1;
+  }
 }
 
 namespace {
