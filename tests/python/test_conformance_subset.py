@@ -1,7 +1,8 @@
 """The CI subset of the conformance harness (conformance/run.py --subset ci):
 every OpInfo op once in its most common dtype and every ModuleInfo module in
-float32, a few samples each, compared against the CPU, on the host path and
-on the forced CPU-fallback path. Fails on any unexpected failure and on any
+float32, a few samples each, compared against the CPU, on the host path, on
+the forced CPU-fallback path, on the protected driver and on the vulkan
+driver (lavapipe where there is no GPU). Fails on any unexpected failure and on any
 unexpected pass (conformance/expected_failures.txt). The full run is
 `.venv/bin/python conformance/run.py` (see the README, "Conformance")."""
 import json
@@ -35,7 +36,7 @@ def _check(proc, report_path):
     return report
 
 
-@pytest.mark.parametrize("path", ["host", "fallback", "protected"])
+@pytest.mark.parametrize("path", ["host", "fallback", "protected", "vulkan"])
 def test_ci_subset(tmp_path, path):
     args = ["--subset", "ci"] + ([f"--{path}"] if path != "host" else [])
     proc = _run(tmp_path, *args)
