@@ -21,4 +21,10 @@ class Executable {
   virtual const EntryInfo& entry_info(int index) const = 0;
 };
 
+// Checks a dispatch of entry `info` of the executable at `path`, loaded for
+// `loaded_on`, on a queue of `device` with the given argument counts;
+// throws InvalidArgumentError naming the entry and the counts.
+void check_dispatch(const EntryInfo& info, const std::string& path, int loaded_on, int device,
+                    size_t bindings, size_t scalars);
+
 }  // namespace openneuron::hal

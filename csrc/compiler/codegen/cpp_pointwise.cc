@@ -2,26 +2,10 @@
 
 #include <map>
 
+#include "compiler/codegen/op_pattern.h"
 #include "compiler/ir/errors.h"
 
 namespace openneuron::compiler {
-namespace {
-
-std::string fill(const std::string& pattern, const std::string& ct, const std::string& a,
-                 const std::string& b, const std::string& c) {
-  std::string out;
-  for (size_t i = 0; i < pattern.size(); ++i) {
-    if (pattern[i] == '$' && i + 1 < pattern.size()) {
-      char k = pattern[++i];
-      out += k == 'a' ? a : k == 'b' ? b : k == 'c' ? c : k == 't' ? ct : "$";
-    } else {
-      out += pattern[i];
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 std::string pointwise_cpp(const std::string& op, const std::string& ct, const std::string& a,
                           const std::string& b, const std::string& c) {
@@ -92,7 +76,7 @@ std::string pointwise_cpp(const std::string& op, const std::string& ct, const st
   };
   auto it = patterns.find(op);
   if (it == patterns.end()) throw CompileError("no code pattern for pointwise op " + op);
-  return fill(it->second, ct, a, b, c);
+  return fill_op_pattern(it->second, ct, a, b, c);
 }
 
 }  // namespace openneuron::compiler

@@ -3,6 +3,8 @@
 // above call them the same way on every target.
 #pragma once
 
+#include <string>
+
 namespace openneuron::compiler {
 
 // Entries (each opening with its "//@entry" line, after the prelude):
@@ -10,6 +12,6 @@ namespace openneuron::compiler {
 // buffers A, B, C, X; scalars batch, m, n, k, the (b, m/k, k/n) strides of
 // A, B, C, X, then alpha and beta as the bits of doubles. Each invocation
 // computes a 4x4 block of C.
-extern const char* const kGlslLibrarySource;
+std::string glsl_library_source();
 
 }  // namespace openneuron::compiler

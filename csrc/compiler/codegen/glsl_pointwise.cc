@@ -3,26 +3,10 @@
 #include <map>
 #include <set>
 
+#include "compiler/codegen/op_pattern.h"
 #include "compiler/ir/errors.h"
 
 namespace openneuron::compiler {
-namespace {
-
-std::string fill(const std::string& pattern, const std::string& ct, const std::string& a,
-                 const std::string& b, const std::string& c) {
-  std::string out;
-  for (size_t i = 0; i < pattern.size(); ++i) {
-    if (pattern[i] == '$' && i + 1 < pattern.size()) {
-      char k = pattern[++i];
-      out += k == 'a' ? a : k == 'b' ? b : k == 'c' ? c : k == 't' ? ct : "$";
-    } else {
-      out += pattern[i];
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 std::string pointwise_glsl(const std::string& op, const std::string& ct, const std::string& a,
                            const std::string& b, const std::string& c) {
@@ -106,14 +90,14 @@ std::string pointwise_glsl(const std::string& op, const std::string& ct, const s
     throw UnsupportedError("float64 pow has no GLSL kernel (GLSL computes it in float32 only)");
   if ((ct == "int64_t" || ct == "bool") && no_integer.count(op)) return "false";
   if (ct == "bool" && (op == "add" || op == "mul" || op == "sub"))
-    return fill(op == "mul" ? "($a && $b)" : op == "add" ? "($a || $b)" : "($a != $b)", ct, a, b, c);
+    return fill_op_pattern(op == "mul" ? "($a && $b)" : op == "add" ? "($a || $b)" : "($a != $b)", ct, a, b, c);
   if (ct == "bool" && (op == "neg" || op == "relu" || op == "floor" || op == "ceil" || op == "trunc" ||
                        op == "round" || op == "sign"))
     return a;
   if (ct == "bool" && (op == "lt" || op == "le" || op == "gt" || op == "ge" || op == "maximum" ||
                        op == "minimum" || op == "div" || op == "pow" || op == "frac"))
     throw UnsupportedError("bool " + op + " has no GLSL kernel");
-  return fill(it->second, ct, a, b, c);
+  return fill_op_pattern(it->second, ct, a, b, c);
 }
 
 const char* glsl_compute_type(DType d) {

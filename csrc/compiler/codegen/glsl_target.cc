@@ -65,7 +65,7 @@ void GlslTarget::build(const std::string& source, const std::string& output) con
 
 std::string GlslTarget::library_source() const {
   // The prelude first: build() shares what precedes the first kernel.
-  return std::string(kGlslPrelude) + kGlslLibrarySource;
+  return std::string(kGlslPrelude) + glsl_library_source();
 }
 
 std::array<int64_t, 3> GlslTarget::launch_grid(const KernelGroup&) const {

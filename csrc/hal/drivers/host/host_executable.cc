@@ -59,16 +59,7 @@ const HostExecutable& checked_host_executable(const Executable& executable, int 
   const auto* exe = dynamic_cast<const HostExecutable*>(&executable);
   if (exe == nullptr)
     throw InvalidArgumentError("dispatch: the executable was not loaded by a CPU driver");
-  if (exe->device() != device)
-    throw InvalidArgumentError("dispatch: executable " + exe->path() + " was loaded for device " +
-                               std::to_string(exe->device()) + ", dispatched on device " +
-                               std::to_string(device));
-  const EntryInfo& info = exe->entry_info(entry);
-  if (bindings != static_cast<size_t>(info.bindings) || scalars != static_cast<size_t>(info.scalars))
-    throw InvalidArgumentError("dispatch of '" + info.name + "' (" + exe->path() + "): it takes " +
-                               std::to_string(info.bindings) + " bindings and " +
-                               std::to_string(info.scalars) + " scalars, got " +
-                               std::to_string(bindings) + " and " + std::to_string(scalars));
+  check_dispatch(exe->entry_info(entry), exe->path(), exe->device(), device, bindings, scalars);
   return *exe;
 }
 
