@@ -296,27 +296,21 @@ class GlslKernelWriter {
     return n;
   }
 
-  // for (var = first; var < end; var += step), as two nested loops: no
-  // loop runs more than kMaxLoopTrips times (lavapipe's shader compiler
-  // stops any loop at 65535 trips, silently).
+  // for (var = first; var < end; var += step). lavapipe stops an invocation
+  // after 65535 loop trips in all (silently), so callers keep the trips per
+  // invocation few: grids sized to the work, row loops unrolled.
   void open_loop(const std::string& var, const std::string& first, const std::string& end,
                  const std::string& step) {
-    const std::string chunk = "(" + step + ") * " + std::to_string(kMaxLoopTrips) + "L";
-    line("for (int64_t " + var + "_c = " + first + "; " + var + "_c < " + end + "; " + var + "_c += " + chunk +
-         ") {");
-    line("  const int64_t " + var + "_e = min(" + end + ", " + var + "_c + " + chunk + ");");
-    line("  for (int64_t " + var + " = " + var + "_c; " + var + " < " + var + "_e; " + var + " += " + step + ") {");
-    indent_ += 2;
+    line("for (int64_t " + var + " = " + first + "; " + var + " < " + end + "; " + var + " += " + step + ") {");
+    ++indent_;
   }
   void open_grid_loop(const std::string& var, const Expr& count) {
     open_loop(var, "on_first", expr_glsl(count), "on_step");
   }
   void close_loop() {
-    indent_ -= 2;
-    line("  }");
+    --indent_;
     line("}");
   }
-  static constexpr int kMaxLoopTrips = 32768;
 
   void write_pointwise() {
     for (Node* r : g_.roots) current_roots_.insert(r->id);

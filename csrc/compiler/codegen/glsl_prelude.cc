@@ -56,7 +56,6 @@ float on_div(float a, float b) {
 }
 double on_div(double a, double b) { return a / b; }
 int64_t on_div(int64_t a, int64_t b) { return a / b; }
-bool on_div(bool a, bool b) { return a; }
 
 int64_t on_sign(int64_t a) { return int64_t(a > 0) - int64_t(a < 0); }
 float on_sign(float a) { return isnan(a) ? a : float(a > 0.0) - float(a < 0.0); }

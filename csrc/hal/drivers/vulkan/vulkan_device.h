@@ -23,7 +23,6 @@ class VulkanDevice {
   VulkanDevice& operator=(const VulkanDevice&) = delete;
 
   VkDevice handle() const { return device_; }
-  VkPhysicalDevice physical() const { return physical_; }
   int index() const { return index_; }
   const DeviceProperties& properties() const { return properties_; }
 

@@ -67,9 +67,9 @@ void destroy_buffer(const VulkanDevice& device, VulkanBuffer& b) {
 // ---- VulkanMemory ----------------------------------------------------------
 
 VulkanMemory::~VulkanMemory() {
-  for (auto& [address, allocation] : allocations_) {
-    munmap(reinterpret_cast<void*>(address), allocation.buffer.bytes);
-    destroy_buffer(device_, allocation.buffer);
+  for (auto& [address, buffer] : allocations_) {
+    munmap(reinterpret_cast<void*>(address), buffer.bytes);
+    destroy_buffer(device_, buffer);
   }
 }
 
@@ -97,23 +97,23 @@ void* VulkanMemory::allocate(size_t bytes) {
     return nullptr;
   }
   used_ += bytes;
-  allocations_.emplace(reinterpret_cast<uintptr_t>(handle), Allocation{buffer});
+  allocations_.emplace(reinterpret_cast<uintptr_t>(handle), buffer);
   return handle;
 }
 
 void VulkanMemory::free(void* address, size_t bytes) {
-  Allocation allocation;
+  VulkanBuffer buffer;
   {
     std::unique_lock lock(mutex_);
     auto it = allocations_.find(reinterpret_cast<uintptr_t>(address));
-    if (it == allocations_.end() || it->second.buffer.bytes != bytes)
+    if (it == allocations_.end() || it->second.bytes != bytes)
       throw InvalidArgumentError("vulkan driver: free of an address it did not allocate");
-    allocation = it->second;
+    buffer = it->second;
     allocations_.erase(it);
     used_ -= bytes;
   }
   munmap(address, bytes);
-  destroy_buffer(device_, allocation.buffer);
+  destroy_buffer(device_, buffer);
 }
 
 size_t VulkanMemory::used() const {
@@ -127,7 +127,7 @@ bool VulkanMemory::owns(const void* address) const {
   auto it = allocations_.upper_bound(a);
   if (it == allocations_.begin()) return false;
   --it;
-  return a - it->first < it->second.buffer.bytes;
+  return a - it->first < it->second.bytes;
 }
 
 VulkanMemory::Resolved VulkanMemory::resolve(const void* address, size_t bytes) const {
@@ -138,7 +138,7 @@ VulkanMemory::Resolved VulkanMemory::resolve(const void* address, size_t bytes) 
     if (it != allocations_.begin()) {
       --it;
       const uintptr_t offset = a - it->first;
-      const VulkanBuffer& b = it->second.buffer;
+      const VulkanBuffer& b = it->second;
       // A kernel binding (bytes == 0) may point just past the end: an empty view.
       if ((offset < b.bytes || (bytes == 0 && offset == b.bytes)) && bytes <= b.bytes - offset)
         return Resolved{b.buffer, offset, b.address + offset};

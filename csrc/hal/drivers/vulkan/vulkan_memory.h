@@ -64,12 +64,9 @@ class VulkanMemory {
   bool owns(const void* address) const;
 
  private:
-  struct Allocation {
-    VulkanBuffer buffer;
-  };
   const VulkanDevice& device_;
   mutable std::shared_mutex mutex_;
-  std::map<uintptr_t, Allocation> allocations_;  // by DeviceAddress
+  std::map<uintptr_t, VulkanBuffer> allocations_;  // by DeviceAddress
   size_t used_ = 0;
 };
 
