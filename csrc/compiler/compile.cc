@@ -24,7 +24,7 @@ KernelCache& cache_for(const CacheOptions& options) {
   static std::mutex mutex;
   static std::map<std::string, std::unique_ptr<KernelCache>> caches;
   std::string key = options.directory + "|" + std::to_string(options.max_bytes) + "|" +
-                    std::to_string(options.enabled);
+                    std::to_string(options.enabled) + "|" + std::to_string(options.explain_misses);
   std::lock_guard<std::mutex> lock(mutex);
   auto& slot = caches[key];
   if (!slot) slot = std::make_unique<KernelCache>(options);
@@ -36,6 +36,8 @@ CacheOptions cache_options(const Json& options) {
   co.directory = options.get("cache_dir").is_string() ? options.at("cache_dir").as_string() : "/tmp/openneuron-kernels";
   if (options.get("cache_max_bytes").is_int()) co.max_bytes = options.at("cache_max_bytes").as_int();
   co.enabled = !options.get("cache_enabled").is_bool() || options.at("cache_enabled").as_bool();
+  co.explain_misses =
+      !options.get("cache_explain_misses").is_bool() || options.at("cache_explain_misses").as_bool();
   return co;
 }
 

@@ -9,7 +9,7 @@
 namespace openneuron::compiler {
 
 // Options (JSON): {"cache_dir": str, "cache_max_bytes": int,
-// "cache_enabled": bool, "debug": bool}.
+// "cache_enabled": bool, "cache_explain_misses": bool (default true), "debug": bool}.
 // Throws UnsupportedError when the graph cannot be compiled at all, and
 // CompileError for broken input or toolchain failures.
 std::string compile_graph(const std::string& graph_json, const std::string& options_json);

@@ -231,6 +231,31 @@ TEST_F(KernelCacheTest, MissReasonNamesTheDifferingPart) {
   EXPECT_NE(added.find("differs in: cpu (absent vs avx2)"), std::string::npos) << added;
 }
 
+TEST_F(KernelCacheTest, UnexplainedMissesReadNoOtherEntry) {
+  KernelCache cache(options());
+  cache.get_or_build(make_key("kernel A"), writer("a"));
+  CacheOptions quiet = options();
+  quiet.explain_misses = false;
+  KernelCache eager(quiet);
+  EXPECT_EQ(eager.get_or_build(make_key("kernel B"), writer("b")).miss_reason, "no entry for this key");
+  EXPECT_EQ(eager.find(make_key("kernel C")).miss_reason, "no entry for this key");
+  EXPECT_EQ(cache.find(make_key("kernel C")).miss_reason.rfind("no entry for this key; nearest", 0), 0u);
+}
+
+TEST_F(KernelCacheTest, PublishesPastTheCapEvictWithoutAScanPerPublish) {
+  const std::string kb(1000, 'k');
+  KernelCache cache(options(2500));
+  const CacheKey a = make_key("A"), b = make_key("B"), c = make_key("C");
+  cache.get_or_build(a, writer(kb));  // the first publish scans: 1000 bytes
+  age(dir_ + "/" + a.digest() + ".meta", 100);
+  cache.get_or_build(b, writer(kb));  // estimate 2000: under the cap, no scan
+  EXPECT_EQ(cache.stats().evicted, 0u);
+  cache.get_or_build(c, writer(kb));  // estimate 3000: scans, the oldest goes
+  EXPECT_EQ(cache.stats().evicted, 1u);
+  EXPECT_FALSE(fs::exists(dir_ + "/" + a.digest() + ".so"));
+  EXPECT_TRUE(fs::exists(dir_ + "/" + b.digest() + ".so") && fs::exists(dir_ + "/" + c.digest() + ".so"));
+}
+
 TEST_F(KernelCacheTest, EscapedMetaRoundTrips) {
   KernelCache cache(options());
   // Names and values that would break a naive name=value file.

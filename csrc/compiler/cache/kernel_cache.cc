@@ -14,6 +14,7 @@
 #include <ctime>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <system_error>
 
@@ -29,6 +30,9 @@ constexpr std::string_view kMetaHeader = "# openneuron kernel cache entry v1";
 constexpr std::string_view kTmpTag = ".tmp-";
 // A temp file this old was left by a crashed writer: no kernel build takes an hour.
 constexpr time_t kStaleTmpSeconds = 3600;
+// Publishes between two full scans of the directory when this process's own
+// estimate stays under the cap.
+constexpr uint64_t kRescanPublishes = 256;
 
 [[noreturn]] void fail(const std::string& what, const std::string& path, const std::string& why) {
   throw CacheError("kernel cache: " + what + " " + path + ": " + why);
@@ -382,17 +386,19 @@ CacheResult KernelCache::get_or_build(const CacheKey& key, const BuildFn& build)
     remove_file(artifact);
     result.miss_reason = "corrupt entry rebuilt: " + check.why;
   } else {
-    result.miss_reason = describe_miss(key, digest);
+    result.miss_reason = options_.explain_misses ? describe_miss(key, digest) : "no entry for this key";
   }
 
   const std::string tmp = temp_name(base, ".so");
   bool published_artifact = false;
+  uint64_t meta_bytes = 0;
   try {
     build(tmp);
     Fd fd(::open(tmp.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) fail("build produced no artifact at", tmp, errno);
     Meta meta{key.parts, "", 0};
     meta.artifact_sha256 = hash_artifact(fd.get(), tmp, &meta.artifact_bytes);
+    meta_bytes = meta.artifact_bytes;
     // Artifact before meta: the meta's appearance is what publishes the entry.
     if (::rename(tmp.c_str(), artifact.c_str()) < 0) fail("cannot rename into place", artifact, errno);
     published_artifact = true;
@@ -403,7 +409,7 @@ CacheResult KernelCache::get_or_build(const CacheKey& key, const BuildFn& build)
     throw;
   }
   if (corrupt) ++corrupt_rebuilt_;
-  evict(digest);  // still under our key lock, so no other evictor can take this entry
+  evict_if_due(digest, meta_bytes);  // still under our key lock, so no other evictor can take this entry
   return result;
 }
 
@@ -414,7 +420,8 @@ CacheResult KernelCache::find(const CacheKey& key) {
   const Fd lock = std::move(*lock_file(base + ".lock", true));
   const Check check = check_entry(base, key);
   if (check.state == State::kValid) return hit(base);
-  return {"", false, check.state == State::kCorrupt ? "corrupt entry: " + check.why : describe_miss(key, digest)};
+  if (check.state == State::kCorrupt) return {"", false, "corrupt entry: " + check.why};
+  return {"", false, options_.explain_misses ? describe_miss(key, digest) : "no entry for this key"};
 }
 
 // A valid entry, found under its key lock.
@@ -452,11 +459,20 @@ CacheResult KernelCache::build_uncached(const std::string& digest, const BuildFn
   return {path, false, "cache disabled"};
 }
 
+void KernelCache::evict_if_due(const std::string& keep_digest, uint64_t added_bytes) {
+  std::lock_guard<std::mutex> guard(evict_mutex_);
+  estimated_bytes_ += added_bytes;
+  if (scanned_ && estimated_bytes_ <= options_.max_bytes && ++publishes_since_scan_ < kRescanPublishes) return;
+  estimated_bytes_ = evict(keep_digest);
+  scanned_ = true;
+  publishes_since_scan_ = 0;
+}
+
 void KernelCache::enforce_size_cap() {
   if (options_.enabled) evict("");
 }
 
-void KernelCache::evict(const std::string& keep_digest) {
+uint64_t KernelCache::evict(const std::string& keep_digest) {
   const std::string& dir = options_.directory;
   const Fd dir_lock = std::move(*lock_file(entry_base(".evict.lock"), true));
 
@@ -514,34 +530,41 @@ void KernelCache::evict(const std::string& keep_digest) {
     total -= e.bytes;
     ++evicted_;
   }
+  return total;
 }
 
 std::string KernelCache::describe_miss(const CacheKey& key, const std::string& digest) const {
-  std::optional<Meta> best;
-  std::string best_digest;
-  size_t best_score = 0;
-  timespec best_used{};
+  std::lock_guard<std::mutex> guard(seen_mutex_);
+  std::set<std::string> present;
   for (const std::string& name : list_dir(options_.directory)) {
     const auto d = digest_of(name, ".meta");
-    if (!d || *d == digest) continue;
+    if (!d) continue;
+    present.insert(*d);
+    if (seen_.count(*d)) continue;
     const std::string path = entry_base(name);
-    std::optional<Meta> meta;
     struct stat st;
     try {
       const auto text = read_file(path);
-      if (text && ::stat(path.c_str(), &st) == 0) meta = parse_meta(*text);
+      const auto meta = text && ::stat(path.c_str(), &st) == 0 ? parse_meta(*text) : std::nullopt;
+      if (meta) seen_[*d] = {meta->parts, int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
     } catch (const CacheError&) {
       // An unreadable neighbour only makes the reason less precise.
     }
-    if (!meta) continue;
+  }
+  std::erase_if(seen_, [&](const auto& e) { return !present.count(e.first); });
+
+  const SeenEntry* best = nullptr;
+  std::string best_digest;
+  size_t best_score = 0;
+  for (const auto& [d, entry] : seen_) {
+    if (d == digest) continue;
     const size_t score = std::count_if(key.parts.begin(), key.parts.end(), [&](const auto& part) {
-      return std::find(meta->parts.begin(), meta->parts.end(), part) != meta->parts.end();
+      return std::find(entry.parts.begin(), entry.parts.end(), part) != entry.parts.end();
     });
-    if (!best || score > best_score || (score == best_score && earlier(best_used, st.st_mtim))) {
-      best = std::move(meta);
-      best_digest = *d;
+    if (!best || score > best_score || (score == best_score && entry.used_ns > best->used_ns)) {
+      best = &entry;
+      best_digest = d;
       best_score = score;
-      best_used = st.st_mtim;
     }
   }
   if (!best) return "cache empty";

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -51,12 +52,16 @@ struct CacheOptions {
   std::string directory;            // created if missing (mkdir -p)
   uint64_t max_bytes = 1ull << 30;  // size cap over all artifacts
   bool enabled = true;  // false: build every time into a private temp dir, never touch `directory`
+  // Name the nearest entry in a miss reason. Reads every entry's meta, so
+  // callers that never show the reason (eager per-op kernels) turn it off.
+  bool explain_misses = true;
 };
 
 struct CacheResult {
   std::string path;  // the artifact to load (inside the cache directory)
   bool hit = false;
-  // Empty on a hit. On a miss: "cache empty", "cache disabled",
+  // Empty on a hit. On a miss: "cache empty", "cache disabled", "no entry
+  // for this key" (explain_misses off),
   // "corrupt entry rebuilt: <why>", or "no entry for this key; nearest entry
   // 3fa2c1d0... differs in: ir (9c1e.. vs 77ab..), flags (-O2 vs -O3)" where each
   // pair is (nearest entry's value vs requested value).
@@ -100,7 +105,9 @@ class KernelCache {
  private:
   CacheResult hit(const std::string& base);
   CacheResult build_uncached(const std::string& digest, const BuildFn& build);
-  void evict(const std::string& keep_digest);
+  // Returns the total artifact bytes left.
+  uint64_t evict(const std::string& keep_digest);
+  void evict_if_due(const std::string& keep_digest, uint64_t added_bytes);
   std::string describe_miss(const CacheKey& key, const std::string& digest) const;
   std::string entry_base(const std::string& digest) const;
 
@@ -109,6 +116,21 @@ class KernelCache {
   std::mutex private_dir_mutex_;
   std::string private_dir_;  // disabled cache only, created on first use
   int private_dir_owner_ = 0;  // pid that created it: a forked child must not remove it
+  // Eviction scans the whole directory, so a publish scans only when this
+  // object's estimate of the total passes the cap, or every kRescanPublishes
+  // publishes (other processes add entries too).
+  std::mutex evict_mutex_;
+  // Key parts of the entries seen by describe_miss, so that each meta is read
+  // once per process rather than once per miss.
+  struct SeenEntry {
+    std::vector<std::pair<std::string, std::string>> parts;
+    int64_t used_ns = 0;  // the meta's mtime when first read
+  };
+  mutable std::mutex seen_mutex_;
+  mutable std::map<std::string, SeenEntry> seen_;
+  bool scanned_ = false;
+  uint64_t estimated_bytes_ = 0;
+  uint64_t publishes_since_scan_ = 0;
 };
 
 }  // namespace openneuron::compiler

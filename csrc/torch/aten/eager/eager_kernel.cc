@@ -60,6 +60,9 @@ std::string compile_options(const std::string& target) {
   o.set("cache_dir", compiler::Json::string(s.compile_cache_dir));
   o.set("cache_enabled", compiler::Json::boolean(s.compile_cache_enabled));
   o.set("cache_max_bytes", compiler::Json::integer(s.compile_cache_max_bytes));
+  // One kernel per op: a miss is the op's first use, nothing to explain, and
+  // explaining reads every entry of the cache.
+  o.set("cache_explain_misses", compiler::Json::boolean(false));
   o.set("target", compiler::Json::string(target));
   return o.dump();
 }
