@@ -52,6 +52,10 @@ struct DeviceProperties {
   int subgroup_size = 1;            // lanes that run in lockstep (1: a CPU)
   int64_t max_workgroups = INT32_MAX;  // per dispatch, along x
   size_t shared_memory_bytes = 0;   // per workgroup
+  // Loop trips one kernel invocation may run in all before the device stops
+  // it (0: no limit). Mesa's lavapipe silently ends an invocation after
+  // 65535: kernels that loop along a dim are not launched past it.
+  int64_t max_loop_trips = 0;
 };
 
 // What bounds a device's allocations (Driver::memory_budget): for

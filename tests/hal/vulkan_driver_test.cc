@@ -15,6 +15,7 @@
 #include "hal/drivers/vulkan/spirv_executable_file.h"
 #include "hal/drivers/vulkan/vulkan_device.h"
 #include "hal/drivers/vulkan/vulkan_hazards.h"
+#include "hal/drivers/vulkan/vulkan_memory.h"
 #include "hal/drivers/vulkan/vulkan_queue.h"
 #include "hal/registry.h"
 #include "test_util.h"
@@ -128,6 +129,47 @@ TEST_F(VulkanDriverTest, LargeFillWithEightBytePattern) {
   EXPECT_EQ(back.back(), 0xABABABABABABABABull);
   for (size_t i = 1; i + 1 < back.size(); ++i) ASSERT_EQ(back[i], 0x1122334455667788ull) << i;
   driver_->free(0, d, bytes + 16);
+}
+
+// Small allocations share 64 MiB blocks (a few vkAllocateMemory calls for
+// many segments); neighbours in a block keep their own contents; a block
+// goes back to the device once its last allocation is freed; a large
+// allocation has a block of its own.
+TEST_F(VulkanDriverTest, SmallAllocationsShareBlocks) {
+  const size_t total = driver_->memory_budget(0).total;
+  auto reserved = [&] { return total - driver_->memory_budget(0).free; };
+  ASSERT_EQ(reserved(), 0u);
+  std::vector<void*> small;
+  for (int i = 0; i < 40; ++i) small.push_back(driver_->allocate(0, 2 * kMiB));
+  void* odd = driver_->allocate(0, 1000);  // not a multiple of the alignment
+  EXPECT_EQ(reserved(), 2 * VulkanMemory::kBlockBytes);
+  EXPECT_EQ(driver_->used_memory(0), 80 * kMiB + 1000);
+  auto queue = driver_->create_queue(0, 0);
+  // Kernels address each through the block's device address plus its offset.
+  const int64_t n = 2 * kMiB / 4;
+  for (int i = 0; i < 40; ++i) queue->fill(small[i], 2 * kMiB, 0, 4);
+  for (int i = 0; i < 40; ++i) axpb(*queue, small[i], small[i], n, 1, i);
+  queue->fill(odd, 1000, 0xEEEEEEEEu, 4);
+  for (int i = 0; i < 40; i += 13) {
+    std::vector<float> back(n);
+    queue->copy_async(back.data(), small[i], 2 * kMiB, CopyKind::DeviceToHost);
+    queue->synchronize();
+    ASSERT_EQ(back.front(), static_cast<float>(i));
+    ASSERT_EQ(back.back(), static_cast<float>(i));
+  }
+  void* big = driver_->allocate(0, 5 * kMiB);
+  EXPECT_EQ(reserved(), 2 * VulkanMemory::kBlockBytes + 5 * kMiB);
+  queue->synchronize();
+  driver_->free(0, big, 5 * kMiB);
+  for (int i = 0; i < 32; ++i) driver_->free(0, small[i], 2 * kMiB);  // empties the first block
+  EXPECT_EQ(reserved(), VulkanMemory::kBlockBytes);
+  void* again = driver_->allocate(0, 2 * kMiB);  // fits the second block's room
+  EXPECT_EQ(reserved(), VulkanMemory::kBlockBytes);
+  driver_->free(0, again, 2 * kMiB);
+  for (int i = 32; i < 40; ++i) driver_->free(0, small[i], 2 * kMiB);
+  driver_->free(0, odd, 1000);
+  EXPECT_EQ(reserved(), 0u);
+  EXPECT_EQ(driver_->used_memory(0), 0u);
 }
 
 // A read-back still queued lands before a later upload reads the same

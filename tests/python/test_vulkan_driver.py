@@ -63,6 +63,92 @@ def test_properties_and_generated_kernels_match_cpu():
     """, env=VULKAN, timeout=300)
 
 
+def test_indexing_scan_and_loss_kernels_run_on_the_device():
+    """The GLSL library's index_select/embedding, gather/scatter, nll_loss,
+    cumsum/cumprod, argmax/max.dim and arange/linspace kernels: results as
+    the CPU's, no CPU fallback, and an index out of range raises at the op."""
+    run_python("""
+    import torch
+    N = torch.neuron
+    torch.manual_seed(0)
+    close = torch.testing.assert_close
+    dev = lambda t: t.to("neuron")
+    N.reset_fallback_report()
+    w = torch.randn(50, 7, requires_grad=True)
+    idx = torch.randint(0, 50, (6, 9))
+    wd = dev(w.detach()).requires_grad_()
+    out = torch.nn.functional.embedding(dev(idx), wd, padding_idx=3)
+    ref = torch.nn.functional.embedding(idx, w, padding_idx=3)
+    close(out.cpu(), ref)
+    g = torch.randn(6, 9, 7)
+    out.backward(dev(g)); ref.backward(g)
+    close(wd.grad.cpu(), w.grad)
+    for dtype in (torch.float32, torch.float64, torch.int64, torch.int8, torch.complex128):
+        src = torch.randn(5, 6, 4).to(dtype) if dtype != torch.int8 else torch.randint(-9, 9, (5, 6, 4), dtype=dtype)
+        i = torch.randint(0, 6, (8,))
+        assert torch.equal(dev(src).index_select(1, dev(i)).cpu(), src.index_select(1, i)), dtype
+        assert torch.equal(dev(src).index_select(1, dev(i.int())).cpu(), src.index_select(1, i)), dtype
+        gi = torch.randint(0, 6, (5, 3, 4))
+        assert torch.equal(torch.gather(dev(src), 1, dev(gi)).cpu(), torch.gather(src, 1, gi)), dtype
+        t = dev(src.transpose(0, 2))  # strided operands
+        assert torch.equal(torch.gather(t, 1, dev(gi.transpose(0, 2))).cpu(),
+                           torch.gather(src.transpose(0, 2), 1, gi.transpose(0, 2))), dtype
+    for dtype in (torch.float32, torch.float64, torch.int64, torch.int32, torch.uint8):
+        base = torch.zeros(4, 10, dtype=dtype)
+        i = torch.randint(0, 10, (4, 12))  # duplicates: applied in index order, as the CPU
+        v = torch.arange(48).reshape(4, 12).to(dtype)
+        assert torch.equal(dev(base).scatter(1, dev(i), dev(v)).cpu(), base.scatter(1, i, v)), dtype
+        assert torch.equal(dev(base).scatter_add(1, dev(i), dev(v)).cpu(), base.scatter_add(1, i, v)), dtype
+        assert torch.equal(dev(base).scatter(1, dev(i), 7).cpu(), base.scatter(1, i, 7)), dtype
+        x = torch.randn(3, 40).mul(3).to(dtype)
+        assert torch.equal(dev(x).argmax(1).cpu(), x.argmax(1)), dtype
+        assert torch.equal(dev(x).argmin(0).cpu(), x.argmin(0)), dtype
+        m, a = dev(x).max(1)
+        assert torch.equal(m.cpu(), x.max(1).values) and torch.equal(a.cpu(), x.max(1).indices), dtype
+        if dtype.is_floating_point:
+            close(dev(x).cumsum(1).cpu(), x.cumsum(1))
+            close(dev(x[:, :8]).cumprod(1).cpu(), x[:, :8].cumprod(1))
+        else:
+            assert torch.equal(dev(x).cumsum(0).cpu(), x.cumsum(0)), dtype
+    nan = torch.tensor([[1.0, float("nan"), 5.0, float("nan")], [2.0, 9.0, 9.0, -1.0]])
+    assert torch.equal(dev(nan).argmax(1).cpu(), nan.argmax(1))
+    long_row = torch.randn(2, 3000)
+    assert torch.equal(dev(long_row).argmax(1).cpu(), long_row.argmax(1))
+    assert torch.equal(dev(long_row).argmax().cpu(), long_row.argmax())
+    assert torch.equal(torch.arange(3, 300, 7, device="neuron").cpu(), torch.arange(3, 300, 7))
+    close(torch.linspace(-2, 5, 101, device="neuron").cpu(), torch.linspace(-2, 5, 101))
+    logits = torch.randn(32, 11, requires_grad=True)
+    target = torch.randint(0, 11, (32,))
+    target[3] = -100
+    weight = torch.rand(11)
+    ld = dev(logits.detach()).requires_grad_()
+    for kw in ({}, {"reduction": "sum"}, {"reduction": "none"}, {"weight": weight}):
+        kd = {k: dev(v) if torch.is_tensor(v) else v for k, v in kw.items()}
+        a = torch.nn.functional.cross_entropy(ld, dev(target), **kd)
+        b = torch.nn.functional.cross_entropy(logits, target, **kw)
+        close(a.cpu(), b)
+        ga, = torch.autograd.grad(a.sum(), ld)
+        gb, = torch.autograd.grad(b.sum(), logits)
+        close(ga.cpu(), gb)
+    library_ops = {"aten::embedding", "aten::embedding_dense_backward", "aten::index_select", "aten::gather",
+                   "aten::scatter.src", "aten::scatter_add", "aten::nll_loss_forward", "aten::nll_loss_backward",
+                   "aten::argmax", "aten::max.dim", "aten::cumsum"}
+    fell_back = {r["op"] for r in N.fallback_report()}
+    assert not (fell_back & library_ops), fell_back & library_ops
+    for bad in (lambda: dev(w.detach()).index_select(0, dev(torch.tensor([1, 50]))),
+                lambda: torch.gather(dev(w.detach()), 1, dev(torch.tensor([[7]]))),
+                lambda: torch.nn.functional.cross_entropy(ld, dev(torch.full((32,), 11)))):
+        try:
+            bad()
+        except IndexError as e:
+            assert "out of" in str(e), e
+        else:
+            raise AssertionError("no error for an index out of range")
+    assert torch.equal(dev(w.detach()).index_select(0, dev(idx[0])).cpu(), w.detach().index_select(0, idx[0]))
+    N.synchronize()
+    """, env=VULKAN, timeout=400)
+
+
 def test_pinned_non_blocking_copies_streams_and_events():
     run_python("""
     import torch

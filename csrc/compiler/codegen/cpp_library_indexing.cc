@@ -142,7 +142,8 @@ void scatter(void** b, const int64_t* s, int64_t) {
 }
 
 // embedding_dense_backward: out[w, d] = sum over i with idx[i] == w of
-// grad[i, d] (scaled by 1/count(w) when asked), padding_idx skipped.
+// grad[i, d] (scaled by 1/count(w) when asked), padding_idx skipped; out
+// zeroed by the caller.
 // buffers: grad, idx, out, err; scalars: n, dim, weights, padding_idx,
 // scale_grad_by_freq. Each thread owns columns, so sums run in index order.
 template <class T>
@@ -158,7 +159,6 @@ void embedding_backward(void** b, const int64_t* s, int64_t threads) {
     if (idx[i] < 0 || idx[i] >= weights) return bad(idx[i]);
     if (scale) ++counts[idx[i]];
   }
-  std::memset(out, 0, sizeof(T) * weights * dim);
 #pragma omp parallel for num_threads(threads) if (n * dim > 65536)
   for (int64_t d = 0; d < dim; ++d)
     for (int64_t i = 0; i < n; ++i) {

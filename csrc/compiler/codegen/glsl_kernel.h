@@ -20,6 +20,13 @@ constexpr int kGlslWorkgroupSize = 128;
 // The kernel's source begins with the line
 //   //@entry <name> <bindings> <scalars> <wx> <wy> <wz>
 // which the target's build() reads to split a library into shaders.
+// What opens every kernel: the //@entry line, the workgroup size, a
+// buffer-reference type OnRef_<t> { t v; } per element type in
+// `ref_types` (GLSL scalar type names), the arguments block
+// (on_args.b[bindings] addresses, on_args.s[scalars]) and its push constant.
+std::string glsl_entry_preamble(const std::string& name, int bindings, int scalars, int workgroup_size,
+                                const std::vector<std::string>& ref_types);
+
 GeneratedKernel generate_glsl_kernel(const KernelGroup& group, const std::string& name,
                                      const std::vector<std::string>& symbols);
 

@@ -1,5 +1,7 @@
 #include "compiler/codegen/glsl_library.h"
 
+#include "compiler/codegen/glsl_kernel.h"
+
 #include <string>
 
 namespace openneuron::compiler {
@@ -45,15 +47,8 @@ std::string gemm_kernel(const std::string& t, const std::string& suffix) {
         s.replace(at, key.size(), value);
     return s;
   };
-  std::string k = "//@entry gemm_" + suffix + " 4 18 64 1 1\n";
-  k += text(R"GLSL(layout(local_size_x = 64) in;
-layout(buffer_reference, std430, buffer_reference_align = $S) buffer $R { $T v; };
-layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer OnArgs {
-  uint64_t b[4];
-  int64_t s[18];
-};
-layout(push_constant) uniform OnPush { OnArgs on_args; };
-void main() {
+  std::string k = glsl_entry_preamble("gemm_" + suffix, 4, 18, 64, {t});
+  k += text(R"GLSL(void main() {
   const uint64_t a = on_args.b[0], bm = on_args.b[1], c = on_args.b[2], x = on_args.b[3];
   const int64_t batch = on_args.s[0], m = on_args.s[1], n = on_args.s[2], k = on_args.s[3];
   const int64_t a_b = on_args.s[4], a_m = on_args.s[5], a_k = on_args.s[6];
@@ -107,7 +102,8 @@ void main() {
 }  // namespace
 
 std::string glsl_library_source() {
-  return std::string(kDoubleBits) + gemm_kernel("float", "f32") + gemm_kernel("double", "f64");
+  return std::string(kDoubleBits) + kGlslIndexingShared + gemm_kernel("float", "f32") + gemm_kernel("double", "f64") +
+         glsl_indexing_library_entries();
 }
 
 }  // namespace openneuron::compiler

@@ -14,4 +14,10 @@ namespace openneuron::compiler {
 // computes a 4x4 block of C.
 std::string glsl_library_source();
 
+// The indexing, scan and loss kernels (glsl_library_indexing.cc): the C++
+// library's entries (cpp_library.h) of the same names and arguments, and
+// the declarations they share (before the library's first entry).
+extern const char* const kGlslIndexingShared;
+std::string glsl_indexing_library_entries();
+
 }  // namespace openneuron::compiler

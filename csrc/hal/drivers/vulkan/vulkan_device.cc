@@ -225,8 +225,10 @@ void VulkanDevice::read_properties(int index) {
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
   VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+  VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
   VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
-  props.pNext = &subgroup;
+  props.pNext = &driver;
+  driver.pNext = &subgroup;
   subgroup.pNext = &maintenance3;
   const auto extensions = device_extensions(physical_);
   if (has_extension(extensions, "VK_NV_shader_sm_builtins")) maintenance3.pNext = &sm;
@@ -257,6 +259,7 @@ void VulkanDevice::read_properties(int index) {
   timestamp_period_ = limits.timestampPeriod;
   for (int axis = 0; axis < 3; ++axis) max_workgroups_[axis] = limits.maxComputeWorkGroupCount[axis];
   p.max_workgroups = limits.maxComputeWorkGroupCount[0];
+  if (driver.driverID == VK_DRIVER_ID_MESA_LLVMPIPE) p.max_loop_trips = 65535;
   std::memcpy(pipeline_cache_uuid_, props.properties.pipelineCacheUUID, VK_UUID_SIZE);
 }
 

@@ -68,7 +68,8 @@ MemoryBudget VulkanDriver::memory_budget(int device) const {
   const DeviceProperties& props = context_->device(device).properties();
   MemoryBudget budget;
   budget.total = props.total_memory;
-  budget.free = budget.total - std::min(budget.total, used_memory(device));
+  // Blocks hold more than the live allocations: their room is the device's.
+  budget.free = budget.total - std::min(budget.total, devices_[device]->memory.reserved());
   budget.shared = false;
   budget.description = props.name + " has " + format_bytes(budget.total) + " of device memory";
   return budget;

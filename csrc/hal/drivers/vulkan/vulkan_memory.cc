@@ -2,7 +2,9 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <string>
 
 #include "hal/drivers/vulkan/vulkan_device.h"
@@ -66,54 +68,113 @@ void destroy_buffer(const VulkanDevice& device, VulkanBuffer& b) {
 
 // ---- VulkanMemory ----------------------------------------------------------
 
+namespace {
+size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+}  // namespace
+
 VulkanMemory::~VulkanMemory() {
-  for (auto& [address, buffer] : allocations_) {
-    munmap(reinterpret_cast<void*>(address), buffer.bytes);
-    destroy_buffer(device_, buffer);
+  for (auto& [address, allocation] : allocations_) munmap(reinterpret_cast<void*>(address), allocation.bytes);
+  for (auto& block : blocks_) destroy_buffer(device_, block->buffer);
+}
+
+VulkanMemory::Block* VulkanMemory::new_block(size_t bytes, bool shared) {
+  if (reserved_ + bytes > device_.properties().total_memory) return nullptr;
+  auto block = std::make_unique<Block>();
+  if (!create_buffer(device_, device_.device_memory_type(), bytes, /*map=*/false, &block->buffer)) return nullptr;
+  block->shared = shared;
+  if (shared) block->free.emplace(0, bytes);
+  reserved_ += bytes;
+  blocks_.push_back(std::move(block));
+  return blocks_.back().get();
+}
+
+std::pair<VulkanMemory::Block*, size_t> VulkanMemory::take_range(size_t bytes) {
+  auto carve = [&](Block* b) -> std::pair<Block*, size_t> {
+    for (auto it = b->free.begin(); it != b->free.end(); ++it) {
+      if (it->second < bytes) continue;
+      const size_t offset = it->first, left = it->second - bytes;
+      b->free.erase(it);
+      if (left) b->free.emplace(offset + bytes, left);
+      return {b, offset};
+    }
+    return {nullptr, 0};
+  };
+  for (auto& b : blocks_) {
+    if (!b->shared) continue;
+    if (auto found = carve(b.get()); found.first) return found;
   }
+  const size_t block_bytes = std::min(kBlockBytes, device_.properties().max_allocation);
+  if (Block* b = bytes <= block_bytes ? new_block(block_bytes, true) : nullptr) return carve(b);
+  return {new_block(bytes, false), 0};  // near the device's capacity: just what was asked
+}
+
+std::unique_ptr<VulkanMemory::Block> VulkanMemory::remove_block(Block* block) {
+  auto it = std::find_if(blocks_.begin(), blocks_.end(), [&](const auto& b) { return b.get() == block; });
+  std::unique_ptr<Block> out = std::move(*it);
+  blocks_.erase(it);
+  reserved_ -= out->buffer.bytes;
+  return out;
+}
+
+std::unique_ptr<VulkanMemory::Block> VulkanMemory::release_range(Block* block, size_t offset, size_t bytes) {
+  if (!block->shared) return remove_block(block);
+  auto& free = block->free;
+  auto next = free.lower_bound(offset);
+  if (next != free.end() && offset + bytes == next->first) {  // merge with the range after
+    bytes += next->second;
+    next = free.erase(next);
+  }
+  if (next != free.begin()) {  // and with the one before
+    auto before = std::prev(next);
+    if (before->first + before->second == offset) {
+      offset = before->first;
+      bytes += before->second;
+      free.erase(before);
+    }
+  }
+  free.emplace(offset, bytes);
+  if (offset == 0 && bytes == block->buffer.bytes) return remove_block(block);
+  return nullptr;
 }
 
 void* VulkanMemory::allocate(size_t bytes) {
-  const DeviceProperties& props = device_.properties();
-  if (bytes == 0 || bytes > props.max_allocation) return nullptr;
-  {
-    std::shared_lock lock(mutex_);
-    if (used_ + bytes > props.total_memory) return nullptr;
-  }
-  VulkanBuffer buffer;
-  if (!create_buffer(device_, device_.device_memory_type(), bytes, /*map=*/false, &buffer))
-    return nullptr;
+  if (bytes == 0 || bytes > device_.properties().max_allocation) return nullptr;
   // The handle: address space only, never readable or writable.
   void* handle = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (handle == MAP_FAILED) {
-    destroy_buffer(device_, buffer);
-    return nullptr;
-  }
+  if (handle == MAP_FAILED) return nullptr;
   std::unique_lock lock(mutex_);
-  if (used_ + bytes > props.total_memory) {  // another thread took the room
+  const size_t rounded = round_up(bytes, kAlignment);
+  const auto [block, offset] =
+      rounded <= kMaxSuballocation ? take_range(rounded) : std::pair<Block*, size_t>{new_block(bytes, false), 0};
+  if (!block) {
     lock.unlock();
     munmap(handle, bytes);
-    destroy_buffer(device_, buffer);
     return nullptr;
   }
   used_ += bytes;
-  allocations_.emplace(reinterpret_cast<uintptr_t>(handle), buffer);
+  allocations_.emplace(reinterpret_cast<uintptr_t>(handle), Allocation{block, offset, bytes});
   return handle;
 }
 
 void VulkanMemory::free(void* address, size_t bytes) {
-  VulkanBuffer buffer;
+  std::unique_ptr<Block> emptied;
   {
     std::unique_lock lock(mutex_);
     auto it = allocations_.find(reinterpret_cast<uintptr_t>(address));
     if (it == allocations_.end() || it->second.bytes != bytes)
       throw InvalidArgumentError("vulkan driver: free of an address it did not allocate");
-    buffer = it->second;
+    const Allocation a = it->second;
     allocations_.erase(it);
     used_ -= bytes;
+    emptied = release_range(a.block, a.offset, round_up(bytes, kAlignment));
   }
   munmap(address, bytes);
-  destroy_buffer(device_, buffer);
+  if (emptied) destroy_buffer(device_, emptied->buffer);
+}
+
+size_t VulkanMemory::reserved() const {
+  std::shared_lock lock(mutex_);
+  return reserved_;
 }
 
 size_t VulkanMemory::used() const {
@@ -138,10 +199,11 @@ VulkanMemory::Resolved VulkanMemory::resolve(const void* address, size_t bytes) 
     if (it != allocations_.begin()) {
       --it;
       const uintptr_t offset = a - it->first;
-      const VulkanBuffer& b = it->second;
+      const Allocation& al = it->second;
+      const VulkanBuffer& b = al.block->buffer;
       // A kernel binding (bytes == 0) may point just past the end: an empty view.
-      if ((offset < b.bytes || (bytes == 0 && offset == b.bytes)) && bytes <= b.bytes - offset)
-        return Resolved{b.buffer, offset, b.address + offset};
+      if ((offset < al.bytes || (bytes == 0 && offset == al.bytes)) && bytes <= al.bytes - offset)
+        return Resolved{b.buffer, al.offset + offset, b.address + al.offset + offset};
     }
   }
   char text[96];

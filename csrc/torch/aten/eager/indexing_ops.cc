@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "hal/driver.h"
 #include "torch/aten/eager/eager_kernel.h"
 #include "torch/aten/eager/eager_op.h"
 #include "torch/aten/eager/library_kernels.h"
@@ -72,6 +73,17 @@ struct Launch {
 };
 
 Launch find(c10::DeviceIndex device, const std::string& entry) { return {library_kernel(device, entry)}; }
+
+// Whether a kernel whose invocations loop `trips` times runs to the end on
+// the device (lavapipe stops an invocation after 65535 trips).
+bool loops_fit(c10::DeviceIndex device, int64_t trips) {
+  const int64_t limit = hal::driver().properties(device).max_loop_trips;
+  return limit == 0 || trips < limit - 64;  // room for the kernel's other loops
+}
+
+// The C++ library's kernels run on host threads with the CPU's semantics
+// throughout; a GPU target's lack a few (noted at their use).
+bool cpp_target(c10::DeviceIndex device) { return hal::driver().properties(device).kernel_target == "cpp"; }
 
 // The error word a kernel sets for an index out of range, zeroed.
 at::Tensor error_word(const at::Tensor& like) {
@@ -160,6 +172,10 @@ bool embedding_backward(const c10::OperatorHandle& op, c10::DeviceIndex device, 
   Args args = args_of(op, stack);
   const at::Tensor& grad = args[0].toTensor();
   if (!float_type(grad.scalar_type())) return false;
+  // A GPU target's kernel sums each column over every index (one
+  // invocation per column): it counts no frequencies.
+  const bool scale = args[4].toBool();
+  if (!cpp_target(device) && (scale || !loops_fit(device, args[1].toTensor().numel()))) return false;
   Launch k = find(device, std::string("embedding_backward_") + type_suffix(grad.scalar_type()));
   if (!k.ok()) return false;
   std::vector<at::Tensor> outs = eager_outputs(op, eager_op(op), device, args);
@@ -167,9 +183,10 @@ bool embedding_backward(const c10::OperatorHandle& op, c10::DeviceIndex device, 
   if (!out.is_contiguous() || out.dim() != 2) return false;
   const at::Tensor idx = as_type(args[1].toTensor(), at::kLong);
   const at::Tensor g = dense(grad);
+  out.zero_();
   at::Tensor err = error_word(out);
   launch_compiled_kernel(k.kernel, {g, idx, out, err},
-                         {idx.numel(), out.size(1), out.size(0), args[3].toInt(), args[4].toBool()});
+                         {idx.numel(), out.size(1), out.size(0), args[3].toInt(), scale});
   if (bad_index(err)) TORCH_CHECK_INDEX(false, "index out of range in self");
   finish(stack, args.size(), std::move(outs));
   return true;
@@ -208,14 +225,14 @@ bool scatter(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit:
   const char* suffix = type_suffix(self.scalar_type() == at::kBool && mode != 1 ? at::kByte : self.scalar_type());
   if (!suffix || index.scalar_type() != at::kLong) return false;
   Launch k = find(device, std::string("scatter_") + suffix);
-  if (!k.ok()) return false;
+  const int64_t dim = c10::maybe_wrap_dim(args[1].toInt(), std::max<int64_t>(self.dim(), 1));
+  if (!k.ok() || !loops_fit(device, index.dim() ? index.size(dim) : 1)) return false;
   const bool value = mode == 2;
   if (!value && (args[3].toTensor().scalar_type() != self.scalar_type() || args[3].toTensor().is_conj())) return false;
   std::vector<at::Tensor> outs = eager_outputs(op, e, device, args);
   at::Tensor out = outs[0];
   if (e.form == EagerOp::Form::Functional && out.numel() > 0 && !copy_as_eager_kernel(out, self)) return false;
   const at::Tensor src = value ? out : args[3].toTensor();
-  const int64_t dim = c10::maybe_wrap_dim(args[1].toInt(), std::max<int64_t>(self.dim(), 1));
   auto s = coords(dim, index.sizes(), {&out, &index, &src});
   if (!s) return false;
   if (index.numel() > 0) {
@@ -238,7 +255,7 @@ bool nll_loss_forward(const c10::OperatorHandle& op, c10::DeviceIndex device, to
   const at::Tensor& self = args[0].toTensor();
   if (!float_type(self.scalar_type()) || self.dim() > 2 || args[1].toTensor().scalar_type() != at::kLong) return false;
   Launch k = find(device, std::string("nll_loss_forward_") + type_suffix(self.scalar_type()));
-  if (!k.ok()) return false;
+  if (!k.ok() || !loops_fit(device, self.dim() == 2 ? self.size(0) / 64 : 1)) return false;
   std::vector<at::Tensor> outs = eager_outputs(op, eager_op(op), device, args);
   const bool weighted = args[2].isTensor() && args[2].toTensor().defined();
   if (weighted && args[2].toTensor().scalar_type() != self.scalar_type()) return false;
@@ -284,12 +301,12 @@ bool scan(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::St
   const char* suffix = type_suffix(out.scalar_type());
   if (!suffix) return false;
   Launch k = find(device, std::string("scan_") + suffix);
-  if (!k.ok()) return false;
   const at::Tensor& self = args[0].toTensor();
+  const int64_t dim = c10::maybe_wrap_dim(args[1].toInt(), std::max<int64_t>(self.dim(), 1));
+  if (!k.ok() || !loops_fit(device, self.dim() ? self.size(dim) : 1)) return false;
   if (out.numel() > 0) {
     const at::Tensor x = as_type(self, out.scalar_type());
     at::Tensor result = out.is_contiguous() ? out : empty_on(out, out.sizes(), out.scalar_type());
-    const int64_t dim = c10::maybe_wrap_dim(args[1].toInt(), std::max<int64_t>(self.dim(), 1));
     const c10::IntArrayRef sizes = self.dim() ? self.sizes() : c10::IntArrayRef({1});
     launch_compiled_kernel(k.kernel, {x, result},
                            {prod(sizes, 0, dim), sizes[dim], prod(sizes, dim + 1, sizes.size()), mode});
@@ -307,7 +324,10 @@ bool extreme(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit:
   const char* suffix = type_suffix(self.scalar_type());
   if (!suffix || eager_op(op).form != EagerOp::Form::Functional) return false;
   Launch k = find(device, std::string("arg_extreme_") + suffix);
-  if (!k.ok()) return false;
+  const int64_t line = args[1].isNone() || self.dim() == 0
+                           ? self.numel()
+                           : self.size(c10::maybe_wrap_dim(args[1].toInt(), self.dim()));
+  if (!k.ok() || !loops_fit(device, line / 64)) return false;
   std::vector<at::Tensor> outs = eager_outputs(op, eager_op(op), device, args);
   for (const auto& t : outs)
     if (!t.is_contiguous()) return false;
