@@ -32,6 +32,10 @@ EXCLUDED_PREFIXES = (
     "_reshape_alias", "convolution_overrideable",
     "convolution_backward_overrideable", "_thnn_fused_", "_foreach",
     "_fused_sdp_choice", "_test_", "_foobar", "_functional_assert",
+    # Ops that wait for device values: the router names them to
+    # torch.neuron.set_sync_debug_mode (op_info.cc, host_sync).
+    "nonzero", "masked_select", "_unique", "unique_", "bincount", "equal",
+    "is_nonzero", "repeat_interleave",
 )
 # Ops with a hand-written neuron kernel that takes the direct route itself
 # when its fast case does not apply (aten/small_matmul.cc).

@@ -23,6 +23,7 @@
 #include "torch/runtime/pinned_allocator.h"
 #include "torch/runtime/settings.h"
 #include "torch/runtime/streams.h"
+#include "torch/runtime/sync_debug.h"
 #include "torch/runtime/transfer_stats.h"
 
 namespace openneuron::integration {
@@ -122,6 +123,8 @@ at::Tensor& copy_into(at::Tensor& dst, const at::Tensor& src,
     copy_async(dst, src);
     return dst;
   }
+  if (on_neuron(dst) != on_neuron(src))
+    note_host_sync("aten::copy_", on_neuron(dst) ? "a blocking copy from the host" : "a blocking copy to the host");
   if (!host_addressable()) return copy_through_driver(dst, src);
   const auto device = (on_neuron(dst) ? dst : src).device().index();
   // A cast or another layout on one device: a device kernel, in stream order.
@@ -155,6 +158,7 @@ at::Tensor _copy_from_and_resize(const at::Tensor& self,
 }
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
+  note_host_sync("aten::_local_scalar_dense", "Tensor.item(), bool(), int(), float() or printing");
   wait_current_stream(self.device().index());
   record_transfer(Direction::DeviceToHost, self.itemsize());
   if (!host_addressable()) return at::native::_local_scalar_dense_cpu(download(self));

@@ -9,6 +9,7 @@
 
 #include "torch/aten/copying_call.h"
 #include "torch/runtime/settings.h"
+#include "torch/runtime/sync_debug.h"
 
 namespace openneuron::integration {
 namespace {
@@ -63,6 +64,7 @@ CpuFallbackScope::~CpuFallbackScope() {
 void run_on_cpu_with_copies(const c10::OperatorHandle& op, const OpInfo& info,
                             torch::jit::Stack* stack) {
   CpuFallbackScope scope(info.name);
+  note_host_sync(info.name.c_str(), "it runs on the CPU fallback, after the device's queued work");
   call_with_cpu_copies(op, stack);
 }
 

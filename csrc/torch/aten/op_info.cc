@@ -79,6 +79,20 @@ bool returns_view(const c10::FunctionSchema& schema) {
        "aten::as_strided_"});
 }
 
+// Ops whose result's size (or a host value) depends on device values, so
+// that running them waits for the device, as on CUDA.
+OpInfo::HostSync host_sync(const c10::FunctionSchema& schema) {
+  const std::string& name = schema.name();
+  if (is_any_of(name, {"aten::nonzero", "aten::masked_select", "aten::_unique", "aten::_unique2",
+                       "aten::unique_dim", "aten::unique_consecutive", "aten::unique_dim_consecutive",
+                       "aten::bincount", "aten::equal", "aten::is_nonzero"}))
+    return OpInfo::HostSync::Always;
+  if (name == "aten::repeat_interleave" && schema.overload_name() != "self_int") return OpInfo::HostSync::Always;
+  if (is_any_of(name, {"aten::index", "aten::index_put_", "aten::index_put", "aten::_index_put_impl_"}))
+    return OpInfo::HostSync::WithMaskIndex;  // a boolean index is a nonzero
+  return OpInfo::HostSync::Never;
+}
+
 OpInfo make_op_info(const c10::OperatorHandle& op) {
   OpInfo info;
   info.name = c10::toString(op.operator_name());
@@ -94,6 +108,7 @@ OpInfo make_op_info(const c10::OperatorHandle& op) {
   info.force_cpu_fallback = !never_falls_back(info.name) && !info.is_view &&
                             settings().forces_cpu_fallback(info.name);
   info.settings_generation = settings_generation();
+  info.host_sync = host_sync(schema);
   const auto& args = schema.arguments();
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i].type()->str().find("Generator") != std::string::npos)

@@ -19,6 +19,9 @@ struct OpInfo {
   // metadata only, so it never takes the copying CPU fallback, whatever the
   // driver (a copy would break aliasing and lose writes through the view).
   bool is_view;
+  // The host waits for the device's values to run it (torch.neuron
+  // set_sync_debug_mode): a result whose size or value the host needs.
+  enum class HostSync : uint8_t { Never, Always, WithMaskIndex } host_sync = HostSync::Never;
   std::vector<size_t> generator_args;
   int settings_generation = 0;   // settings this info was computed with
 };

@@ -28,6 +28,7 @@
 #include "torch/aten/eager/foreach.h"
 #include "torch/aten/eager/indexing_ops.h"
 #include "torch/aten/op_info.h"
+#include "torch/runtime/sync_debug.h"
 #include "torch/aten/router.h"
 #include "torch/aten/host/cpu_allocation_redirect.h"
 #include "torch/runtime/device.h"
@@ -201,11 +202,31 @@ bool has_layout_tensors(const torch::jit::Stack& stack, const c10::FunctionSchem
          c10::DispatchKey::CPU;
 }
 
+// set_sync_debug_mode: `info`'s op waits for device values here.
+void note_op_sync(const OpInfo& info, const torch::jit::Stack& stack, size_t num_args) {
+  if (sync_debug_mode() == 0) return;
+  if (info.host_sync == OpInfo::HostSync::WithMaskIndex) {
+    bool mask = false;
+    for (size_t i = stack.size() - num_args; i < stack.size(); ++i) {
+      if (!stack[i].isList()) continue;
+      for (const c10::IValue& e : stack[i].toListRef())
+        if (e.isTensor() && (e.toTensor().scalar_type() == at::kBool || e.toTensor().scalar_type() == at::kByte))
+          mask = true;
+    }
+    if (!mask) return;
+  }
+  note_host_sync(info.name.c_str(), info.host_sync == OpInfo::HostSync::WithMaskIndex
+                                        ? "a boolean index: its size is the count of true values"
+                                        : "its result depends on device values");
+}
+
 }  // namespace
 
 void route_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet,
                  torch::jit::Stack* stack) {
   const auto& info = op_info(op);
+  if (C10_UNLIKELY(info.host_sync != OpInfo::HostSync::Never))
+    note_op_sync(info, *stack, op.schema().arguments().size());
   const auto device = check_devices(info, op.schema(), *stack);
   // A pointwise call may be held back and fused with its neighbours
   // (eager_fusion.h); anything else sees their results first. A view only

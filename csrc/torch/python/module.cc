@@ -11,6 +11,7 @@
 #include "torch/aten/eager/eager_kernel.h"
 #include "torch/aten/router.h"
 #include "torch/distributed/neuron_backend.h"
+#include "torch/runtime/sync_debug.h"
 #include "torch/runtime/compiled_kernels.h"
 #include "torch/aten/host/cpu_allocation_redirect.h"
 #include "torch/runtime/device.h"
@@ -280,6 +281,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_transfer_stats", &transfer_stats);
   m.def("_reset_transfer_stats", [] { reset_transfer_stats(); });
   m.def("_fallback_report", &fallback_records);
+  m.def("_set_sync_debug_mode", [](int mode) { set_sync_debug_mode(mode); });
+  m.def("_get_sync_debug_mode", [] { return sync_debug_mode(); });
   m.def("_reset_fallback_report", [] { reset_fallback_report(); });
   m.def("_eager_kernel_report", &eager_kernel_records);
   m.def("_set_eager_fusion", [](bool enabled) { set_eager_fusion(enabled); });

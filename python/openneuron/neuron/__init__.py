@@ -12,12 +12,14 @@ from ._device import (
     get_device_capability,
     get_device_name,
     get_device_properties,
+    get_sync_debug_mode,
     init,
     is_available,
     unavailable_reason,
     is_bf16_supported,
     is_initialized,
     set_device,
+    set_sync_debug_mode,
     synchronize,
 )
 from .memory import (

@@ -86,6 +86,26 @@ def synchronize(device=None) -> None:
     _C._synchronize(_get_device_index(device, optional=True))
 
 
+def set_sync_debug_mode(debug_mode) -> None:
+    """As torch.cuda.set_sync_debug_mode: "default" (0) does nothing, "warn"
+    (1) warns and "error" (2) raises at every operation that makes the host
+    wait for the device (.item(), blocking copies to or from the host,
+    nonzero and other ops whose result size depends on device values, ops on
+    the CPU fallback of a device the host cannot address), naming the op.
+    synchronize() and Stream/Event synchronize never do."""
+    if isinstance(debug_mode, str):
+        modes = {"default": 0, "warn": 1, "error": 2}
+        if debug_mode not in modes:
+            raise RuntimeError("invalid value of debug_mode, expected one of `default`, `warn`, `error`")
+        debug_mode = modes[debug_mode]
+    _C._set_sync_debug_mode(int(debug_mode))
+
+
+def get_sync_debug_mode() -> int:
+    """The sync debug mode: 0 default, 1 warn, 2 error."""
+    return _C._get_sync_debug_mode()
+
+
 @dataclasses.dataclass(frozen=True)
 class NeuronDeviceProperties:
     name: str
