@@ -70,6 +70,13 @@ struct CachingAllocator::Impl {
   void release_segment(Block* head);
   std::string limit_description(size_t request) const;
   void set_fraction(double value);
+  void trace(TraceEvent::Action action, const void* ptr, size_t size, const Queue* queue) {
+    if (observer) observer(device, TraceEvent{action, reinterpret_cast<uintptr_t>(ptr), size, queue, 0});
+  }
+  void trace_oom(size_t request) {
+    if (observer) observer(device, TraceEvent{TraceEvent::Action::Oom, 0, request, nullptr,
+                                              driver.memory_budget(device).free});
+  }
 
   BlockPool& pool_for(size_t size) {
     return size <= kSmallSize ? small_pool : large_pool;
@@ -94,6 +101,7 @@ struct CachingAllocator::Impl {
   // the same small size (every eager op) then skips the split and merge.
   std::array<std::vector<Block*>, kMaxParkedSize / kMinBlockSize + 1> parked;
   size_t parked_count = 0;
+  TraceObserver observer;
 };
 
 CachingAllocator::Impl::~Impl() {
@@ -120,6 +128,7 @@ void* CachingAllocator::Impl::malloc(size_t orig_size, const Queue* queue,
     // No segment can hold it: fail now, without emptying the cache. (A
     // request past the whole capacity is told about the capacity below.)
     ++stats.num_ooms;
+    trace_oom(orig_size);
     const auto all = static_cast<size_t>(Pool::All);
     throw OutOfMemoryError(device, orig_size, limit,
                            static_cast<size_t>(stats.allocated_bytes[all].current),
@@ -153,6 +162,7 @@ void* CachingAllocator::Impl::malloc(size_t orig_size, const Queue* queue,
   if (block == nullptr) {
     if (!last_try) return nullptr;
     ++stats.num_ooms;
+    trace_oom(orig_size);
     const auto all = static_cast<size_t>(Pool::All);
     throw OutOfMemoryError(
         device, orig_size, limit,
@@ -227,6 +237,7 @@ Block* CachingAllocator::Impl::map_segment(BlockPool& pool, const Queue* queue,
   block->queue = queue;
   block->pool = &pool;
   segments.emplace(reinterpret_cast<uintptr_t>(ptr), Segment{block, bytes});
+  trace(TraceEvent::Action::SegmentAlloc, ptr, bytes, queue);
   update_stat(stats.segment, pool.stat_pool(), 1);
   update_stat(stats.reserved_bytes, pool.stat_pool(),
               static_cast<int64_t>(bytes));
@@ -281,6 +292,7 @@ void CachingAllocator::Impl::mark_allocated(Block* block, size_t orig_size) {
   const Pool kind = block->pool->stat_pool();
   block->allocated = true;
   block->requested_size = orig_size;
+  trace(TraceEvent::Action::Alloc, block->ptr, block->size, block->queue);
   active_blocks.emplace(reinterpret_cast<uintptr_t>(block->ptr), block);
   const auto bytes = static_cast<int64_t>(block->size);
   update_stat(stats.allocation, kind, 1);
@@ -344,6 +356,7 @@ void CachingAllocator::Impl::free(void* ptr) {
   Block* block = it->second;
   active_blocks.erase(it);
   block->allocated = false;
+  trace(TraceEvent::Action::FreeRequested, block->ptr, block->size, block->queue);
   const Pool kind = block->pool->stat_pool();
   // Allocated counters drop now; active ones when the block is truly free.
   update_stat(stats.allocation, kind, -1);
@@ -358,13 +371,16 @@ void CachingAllocator::Impl::free(void* ptr) {
       if (block->event_count == 0) free_block(block);
       throw;
     }
-  } else if (!park(block)) {
+  } else if (park(block)) {
+    trace(TraceEvent::Action::FreeCompleted, block->ptr, block->size, block->queue);
+  } else {
     free_block(block);
   }
 }
 
 // An unused block stops being active and returns to its pool.
 void CachingAllocator::Impl::free_block(Block* block) {
+  trace(TraceEvent::Action::FreeCompleted, block->ptr, block->size, block->queue);
   deactivate(block);
   return_to_pool(block);
 }
@@ -483,6 +499,7 @@ void CachingAllocator::Impl::release_cached_blocks() {
 void CachingAllocator::Impl::release_segment(Block* head) {
   const Pool kind = head->pool->stat_pool();
   segments.erase(reinterpret_cast<uintptr_t>(head->ptr));
+  trace(TraceEvent::Action::SegmentFree, head->ptr, head->size, head->queue);
   driver.free(device, head->ptr, head->size);
   update_stat(stats.segment, kind, -1);
   update_stat(stats.reserved_bytes, kind, -static_cast<int64_t>(head->size));
@@ -572,6 +589,11 @@ size_t CachingAllocator::memory_limit() const {
   return impl_->limit;
 }
 
+void CachingAllocator::set_trace_observer(TraceObserver observer) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->observer = std::move(observer);
+}
+
 void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->release_cached_blocks();
@@ -629,6 +651,7 @@ std::vector<SegmentSnapshot> CachingAllocator::snapshot() const {
     snap.is_large = !segment.head->pool->is_small;
     for (const Block* b = segment.head; b != nullptr; b = b->next) {
       BlockSnapshot block;
+      block.address = reinterpret_cast<uintptr_t>(b->ptr);
       block.size = b->size;
       block.requested_size = b->active() ? b->requested_size : 0;
       block.allocated = b->allocated;

@@ -26,6 +26,7 @@ namespace openneuron::hal {
 
 // One block as seen by snapshot().
 struct BlockSnapshot {
+  uintptr_t address = 0;
   size_t size = 0;
   size_t requested_size = 0;
   bool allocated = false;
@@ -43,6 +44,20 @@ struct SegmentSnapshot {
   bool is_large = false;
   std::vector<BlockSnapshot> blocks;
 };
+
+// One event of the allocator's history, as CUDA's allocator traces them
+// (torch.neuron.memory._record_memory_history).
+struct TraceEvent {
+  enum class Action { Alloc, FreeRequested, FreeCompleted, SegmentAlloc, SegmentFree, Oom };
+  Action action = Action::Alloc;
+  uintptr_t address = 0;
+  size_t size = 0;  // a block's or segment's bytes; an OOM's request
+  const Queue* queue = nullptr;
+  size_t device_free = 0;  // Oom: bytes the device could still give
+};
+// Called with the allocator's lock held, on the thread whose call caused
+// the event: it must not call into the allocator.
+using TraceObserver = std::function<void(int device, const TraceEvent&)>;
 
 class CachingAllocator {
  public:
@@ -77,6 +92,9 @@ class CachingAllocator {
   void set_memory_fraction(double fraction);
   double memory_fraction() const;
   size_t memory_limit() const;  // capacity() times the fraction
+
+  // Observes every later event (an empty function stops it).
+  void set_trace_observer(TraceObserver observer);
 
   // Releases every unused cached segment to the driver.
   void empty_cache();

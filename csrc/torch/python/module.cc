@@ -11,6 +11,7 @@
 #include "torch/aten/eager/eager_kernel.h"
 #include "torch/aten/router.h"
 #include "torch/distributed/neuron_backend.h"
+#include "torch/runtime/memory_history.h"
 #include "torch/runtime/sync_debug.h"
 #include "torch/runtime/compiled_kernels.h"
 #include "torch/aten/host/cpu_allocation_redirect.h"
@@ -65,32 +66,6 @@ py::dict memory_stats(int device) {
   d["num_device_free"] = s.num_device_free;
   d["max_split_size"] = s.max_split_size;
   return d;
-}
-
-py::list memory_snapshot(int device) {
-  py::list segments;
-  for (const auto& seg :
-       hal::device_allocator(resolve_device_index(device)).snapshot()) {
-    py::dict d;
-    d["device"] = seg.device;
-    d["address"] = seg.address;
-    d["total_size"] = seg.total_size;
-    d["allocated_size"] = seg.allocated_size;
-    d["active_size"] = seg.active_size;
-    d["segment_type"] = seg.is_large ? "large" : "small";
-    py::list blocks;
-    for (const auto& b : seg.blocks) {
-      py::dict bd;
-      bd["size"] = b.size;
-      bd["requested_size"] = b.requested_size;
-      bd["state"] = b.allocated ? "active_allocated"
-                                : (b.active ? "active_pending_free" : "inactive");
-      blocks.append(bd);
-    }
-    d["blocks"] = blocks;
-    segments.append(d);
-  }
-  return segments;
 }
 
 py::dict transfer_stats() {
@@ -242,7 +217,11 @@ PYBIND11_MODULE(_C, m) {
         THPGenerator_initDefaultGenerator(default_generator(d)));
   });
   m.def("_memory_stats", &memory_stats);
-  m.def("_memory_snapshot", &memory_snapshot);
+  m.def("_record_memory_history", [](std::optional<std::string> enabled, std::optional<std::string> context,
+                                     std::string stacks, size_t max_entries, bool clear_history) {
+    record_memory_history({enabled, context, stacks, max_entries, clear_history});
+  });
+  m.def("_memory_snapshot_with_history", &memory_snapshot_with_history);
   m.def("_empty_cache", [] { device_allocator().emptyCache({0, 0}); });
   m.def("_reset_peak_memory_stats",
         [](int d) { device_allocator().resetPeakStats(d); });

@@ -9,6 +9,7 @@
 #include "hal/driver.h"
 #include "hal/error.h"
 #include "torch/runtime/device.h"
+#include "torch/runtime/memory_history.h"
 #include "torch/runtime/streams.h"
 
 namespace openneuron::integration {
@@ -20,6 +21,7 @@ constexpr int kMaxDevices = 64;
 
 template <int Device>
 void free_on_device(void* ptr) {
+  HistoryContext context(/*is_alloc=*/false);
   hal::device_allocator(Device).free(ptr);
 }
 
@@ -62,6 +64,7 @@ c10::DataPtr allocate_device_memory(size_t nbytes, c10::DeviceIndex device,
                                     c10::Device label, hal::Queue& queue) {
   if (nbytes == 0) return c10::DataPtr(nullptr, label);
   void* ptr;
+  HistoryContext context(/*is_alloc=*/true);
   try {
     ptr = hal::device_allocator(device).allocate(nbytes, &queue);
   } catch (const hal::OutOfMemoryError& e) {
@@ -76,6 +79,7 @@ bool free_device_memory(void* ptr) {
   for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
     auto& allocator = hal::device_allocator(d);
     if (allocator.owns(ptr)) {
+      HistoryContext context(/*is_alloc=*/false);
       allocator.free(ptr);
       return true;
     }

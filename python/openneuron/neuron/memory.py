@@ -1,6 +1,8 @@
 """Memory of the neuron device: the HAL caching allocator's statistics, with
 the keys and meaning of torch.cuda.memory_stats()."""
 import collections
+import pickle
+import sys
 
 from .. import _C
 from ._utils import _get_device_index
@@ -80,8 +82,36 @@ def get_per_process_memory_fraction(device=None) -> float:
 
 
 def memory_snapshot(device=None) -> list:
-    """Segments and blocks of the caching allocator."""
-    return _C._memory_snapshot(_index(device))
+    """Segments and blocks of the caching allocator of `device` (the
+    "segments" of _snapshot())."""
+    index = _index(device)
+    return [s for s in _C._memory_snapshot_with_history()["segments"] if s["device"] == index]
+
+
+def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=sys.maxsize,
+                           device=None, clear_history=False, compile_context=False,
+                           global_record_annotations=False, skip_actions=None) -> None:
+    """As torch.cuda.memory._record_memory_history: records the stack of each
+    allocation (context="alloc"/"state"; frees too with "all"; C++ frames
+    too with stacks="all") and, with enabled="all", a trace of the last
+    max_entries allocator events per device; enabled=None stops recording.
+    Every neuron device records (device is accepted for compatibility)."""
+    if isinstance(enabled, bool):  # the legacy form: enabled=True/False
+        enabled = "all" if enabled else None
+    _C._record_memory_history(enabled, context, stacks, int(max_entries), bool(clear_history))
+
+
+def _snapshot(device=None) -> dict:
+    """As torch.cuda.memory._snapshot: {"segments", "device_traces",
+    "allocator_settings"} for every neuron device, readable by
+    torch.cuda._memory_viz and pytorch.org/memory_viz."""
+    return _C._memory_snapshot_with_history()
+
+
+def _dump_snapshot(filename="dump_snapshot.pickle") -> None:
+    """Pickles _snapshot() to `filename` (open it at pytorch.org/memory_viz)."""
+    with open(filename, "wb") as f:
+        pickle.dump(_snapshot(), f)
 
 
 def host_memory_stats() -> dict:
