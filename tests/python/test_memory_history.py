@@ -87,3 +87,40 @@ except RuntimeError as e:
 else:
     raise AssertionError("bad 'enabled' accepted")
 """, env=DRIVERS[driver], timeout=120)
+
+
+def test_rest_of_torch_cuda_memory_names():
+    """torch.cuda.memory's public names exist on torch.neuron.memory: working
+    where they make sense, else raising a clear 'not supported'."""
+    run_python("""
+import torch, warnings
+M = torch.neuron.memory
+missing = [n for n in torch.cuda.memory.__all__
+           if not hasattr(M, n) and not hasattr(M, n.replace("CUDA", "Neuron"))]
+assert not missing, missing
+before = M.memory_allocated()
+p = M.caching_allocator_alloc(1000, stream=torch.neuron.Stream())
+assert p and M.memory_allocated() == before + 1024
+M.caching_allocator_delete(p)
+assert M.memory_allocated() == before
+try:
+    M.caching_allocator_delete(p)
+except RuntimeError as e:
+    assert "not a live block" in str(e)
+else:
+    raise AssertionError("double delete accepted")
+assert M.memory_stats_as_nested_dict()["allocated_bytes"]["all"]["current"] == before
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    assert M.memory_cached() == M.memory_reserved()
+assert any(issubclass(x.category, FutureWarning) for x in w)
+assert "not applicable" in M.list_gpu_processes()
+assert M.get_allocator_backend() == "native"
+for refused in (M.MemPool, M.use_mem_pool, M.change_current_allocator, M.caching_allocator_disabled):
+    try:
+        refused()
+    except RuntimeError as e:
+        assert "not supported" in str(e)
+    else:
+        raise AssertionError(refused)
+""", timeout=120)

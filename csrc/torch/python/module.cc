@@ -222,6 +222,18 @@ PYBIND11_MODULE(_C, m) {
     record_memory_history({enabled, context, stacks, max_entries, clear_history});
   });
   m.def("_memory_snapshot_with_history", &memory_snapshot_with_history);
+  // torch.neuron.caching_allocator_alloc / _delete: raw blocks on the current stream.
+  m.def("_caching_allocator_alloc", [](size_t size, int device) {
+    const auto index = resolve_device_index(device);
+    c10::DataPtr data = allocate_device_memory(size, index, c10::Device(kNeuron, index));
+    void* ptr = data.get();
+    data.release_context();  // the caller frees it with _caching_allocator_delete
+    return reinterpret_cast<uintptr_t>(ptr);
+  });
+  m.def("_caching_allocator_delete", [](uintptr_t ptr) {
+    TORCH_CHECK(ptr == 0 || free_device_memory(reinterpret_cast<void*>(ptr)), "caching_allocator_delete: ",
+                reinterpret_cast<void*>(ptr), " is not a live block of a neuron caching allocator");
+  });
   m.def("_empty_cache", [] { device_allocator().emptyCache({0, 0}); });
   m.def("_reset_peak_memory_stats",
         [](int d) { device_allocator().resetPeakStats(d); });

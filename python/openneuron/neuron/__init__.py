@@ -23,7 +23,15 @@ from ._device import (
     synchronize,
 )
 from .memory import (
+    caching_allocator_alloc,
+    caching_allocator_delete,
     empty_cache,
+    get_allocator_backend,
+    list_gpu_processes,
+    max_memory_cached,
+    memory_cached,
+    memory_stats_as_nested_dict,
+    reset_max_memory_cached,
     get_per_process_memory_fraction,
     host_memory_stats,
     max_memory_allocated,

@@ -3,6 +3,7 @@ the keys and meaning of torch.cuda.memory_stats()."""
 import collections
 import pickle
 import sys
+import warnings
 
 from .. import _C
 from ._utils import _get_device_index
@@ -117,6 +118,86 @@ def _dump_snapshot(filename="dump_snapshot.pickle") -> None:
 def host_memory_stats() -> dict:
     """Statistics of the pinned host allocator."""
     return _C._pinned_memory_stats()
+
+
+def host_memory_stats_as_nested_dict() -> dict:
+    return host_memory_stats()
+
+
+def memory_stats_as_nested_dict(device=None) -> dict:
+    """memory_stats() before flattening, as torch.cuda's."""
+    return _C._memory_stats(_index(device))
+
+
+def memory_cached(device=None) -> int:
+    """Deprecated; see memory_reserved() (as torch.cuda.memory_cached)."""
+    warnings.warn("torch.neuron.memory_cached has been renamed to torch.neuron.memory_reserved",
+                  FutureWarning, stacklevel=2)
+    return memory_reserved(device)
+
+
+def max_memory_cached(device=None) -> int:
+    """Deprecated; see max_memory_reserved()."""
+    warnings.warn("torch.neuron.max_memory_cached has been renamed to torch.neuron.max_memory_reserved",
+                  FutureWarning, stacklevel=2)
+    return max_memory_reserved(device)
+
+
+def reset_max_memory_cached(device=None) -> None:
+    """Deprecated; see reset_peak_memory_stats()."""
+    warnings.warn("torch.neuron.reset_max_memory_cached now calls torch.neuron.reset_peak_memory_stats",
+                  FutureWarning, stacklevel=2)
+    reset_peak_memory_stats(device)
+
+
+def caching_allocator_alloc(size, device=None, stream=None) -> int:
+    """A raw block of `size` bytes from the caching allocator, for `stream`
+    (the current one by default), as an address; free it with
+    caching_allocator_delete."""
+    from .streams import stream as use_stream
+    index = _index(device)
+    if stream is None:
+        return _C._caching_allocator_alloc(int(size), index)
+    with use_stream(stream):
+        return _C._caching_allocator_alloc(int(size), index)
+
+
+def caching_allocator_delete(mem_ptr: int) -> None:
+    """Frees a block from caching_allocator_alloc."""
+    _C._caching_allocator_delete(int(mem_ptr))
+
+
+def get_allocator_backend() -> str:
+    """"native": the HAL's caching allocator (the only one)."""
+    return "native"
+
+
+def list_gpu_processes(device=None) -> str:
+    """As torch.cuda.list_gpu_processes, which reads NVML: the neuron
+    drivers do not list other processes, so the answer says so."""
+    index = _index(device)
+    return f"neuron:{index}\nnot applicable: the neuron driver does not list the processes using a device"
+
+
+def _not_supported(name: str, why: str):
+    def refuse(*args, **kwargs):
+        raise RuntimeError(f"torch.neuron.memory.{name} is not supported: {why}")
+    refuse.__name__ = name
+    refuse.__doc__ = f"Not supported on neuron: {why}"
+    return refuse
+
+
+_ONE_ALLOCATOR = "the HAL's caching allocator serves every neuron tensor and cannot be swapped or bypassed"
+caching_allocator_enable = _not_supported("caching_allocator_enable", _ONE_ALLOCATOR)
+caching_allocator_disabled = _not_supported("caching_allocator_disabled", _ONE_ALLOCATOR)
+change_current_allocator = _not_supported("change_current_allocator", _ONE_ALLOCATOR)
+NeuronPluggableAllocator = _not_supported("NeuronPluggableAllocator", _ONE_ALLOCATOR)
+MemPool = _not_supported("MemPool", "private memory pools are not implemented yet")
+use_mem_pool = _not_supported("use_mem_pool", "private memory pools are not implemented yet")
+reset_peak_host_memory_stats = _not_supported(
+    "reset_peak_host_memory_stats", "the pinned host allocator keeps no peaks; see host_memory_stats()")
+reset_accumulated_host_memory_stats = _not_supported(
+    "reset_accumulated_host_memory_stats", "the pinned host allocator keeps no accumulated counts")
 
 
 def _format_bytes(n: int) -> str:
