@@ -123,7 +123,8 @@ at::Tensor& copy_into(at::Tensor& dst, const at::Tensor& src,
     copy_async(dst, src);
     return dst;
   }
-  if (on_neuron(dst) != on_neuron(src))
+  // (A CPU fallback's own copies are part of the sync it reported.)
+  if (on_neuron(dst) != on_neuron(src) && current_transfer_cause() != Cause::CpuFallback)
     note_host_sync("aten::copy_", on_neuron(dst) ? "a blocking copy from the host" : "a blocking copy to the host");
   if (!host_addressable()) return copy_through_driver(dst, src);
   const auto device = (on_neuron(dst) ? dst : src).device().index();

@@ -54,6 +54,8 @@ void reset_transfer_stats() {
     }
 }
 
+Cause current_transfer_cause() { return tls_cause; }
+
 TransferCauseGuard::TransferCauseGuard(Cause cause) : previous_(tls_cause) {
   tls_cause = cause;
 }

@@ -26,6 +26,7 @@ struct TransferCount {
 };
 
 void record_transfer(Direction direction, size_t bytes);
+Cause current_transfer_cause();  // this thread's
 TransferCount transfer_count(Direction direction, Cause cause);
 void reset_transfer_stats();
 
