@@ -15,10 +15,10 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN = os.path.join(ROOT, "conformance", "run.py")
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = pytest.mark.timeout(1200)
 
 
-def _run(tmp_path, *args, env=None, timeout=480):
+def _run(tmp_path, *args, env=None, timeout=900):
     full_env = {k: v for k, v in os.environ.items()
                 if not k.startswith("OPENNEURON_") and k != "TORCH_DEVICE_BACKEND_AUTOLOAD"}
     full_env.update(env or {})
