@@ -576,3 +576,22 @@ def test_other_backends_compile_as_pytorch_does_after_ours(tmp_path):
     assert result["flag"] is False, result
     assert result["ok"] == {"eager": True, "inductor": True}, (result, proc.stderr[-2000:])
     assert result["saved"] >= 1 and result["after"] == result["saved"], result
+
+
+def test_saved_frame_of_another_driver_is_compiled_afresh(tmp_path):
+    """Every driver's device is "neuron:0", but a graph built for the C++
+    target holds a shared object and one for GLSL a SPIR-V executable: a
+    frame saved on one driver is compiled again on another (loading it made
+    the vulkan driver fail on the host's library)."""
+    (tmp_path / "model.py").write_text(MODEL)
+    env = {
+        "OPENNEURON_COMPILE_PRECOMPILE": "1",
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "torch_cache"),
+        "OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path / "kernels"),
+    }
+    assert run(tmp_path, env)["ok"]
+    vulkan = {**env, "OPENNEURON_DRIVER": "vulkan", "OPENNEURON_CPU_FALLBACK": "silent"}
+    other = run(tmp_path, vulkan)
+    assert other["ok"] and other["ok_new_shape"] and other["traced_graphs"] >= 1, other
+    assert run(tmp_path, vulkan)["cache"].get("dynamo_cache_hit") == 1  # its own frame loads
+    assert run(tmp_path, env)["ok"]

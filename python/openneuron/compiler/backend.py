@@ -309,7 +309,7 @@ _cache_tag = None
 def _run_savable(gm, example_inputs, **kwargs):
     global _cache_tag
     if _cache_tag is None:
-        _cache_tag = precompile.cache_tag(str(op) for op in _decompositions())
+        _cache_tag = precompile.cache_tag((str(op) for op in _decompositions()), precompile.device_kind())
     # A saved entry holds forward and backward, so the backward is compiled
     # with the forward (AOTAutograd's bundled entries are not saved after a
     # lazy backward compile).

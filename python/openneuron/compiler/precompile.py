@@ -88,6 +88,7 @@ class NeuronOutputCode(OutputCode):
     device_index: int = 0
     error: str = ""                   # why this graph cannot be saved ("" = it can)
     code_tag: str = ""                # code_tag() of the build that generated it
+    device_kind: str = ""             # device_kind() of the device it was built for
 
     def __call__(self, args):
         fn = self.__dict__.get("_fn")
@@ -111,6 +112,11 @@ class NeuronOutputCode(OutputCode):
             # A saved frame (precompile) carries its graphs without the cache
             # key AOTAutograd's own entries have.
             raise SavedByAnotherBuild(f"graph {self.name} was saved by another build of openneuron")
+        if self.device_kind != device_kind(self.device_index):
+            # Every driver's device is "neuron:0", but their kernels differ
+            # (a shared object for the C++ target, SPIR-V for GLSL).
+            raise SavedByAnotherBuild(f"graph {self.name} was saved for another kind of device "
+                                      f"({self.device_kind or 'unknown'}, not {device_kind(self.device_index)})")
         self._prepared = self._prepare()
 
     def set_triton_bundle(self, triton_bundle):
@@ -183,7 +189,8 @@ def output_code(fn, *, name, source, program, globals_, graph, options, plan, ha
     code = NeuronOutputCode(name=name, source=source, bytecode=_BYTECODE_MAGIC + marshal.dumps(program),
                             constants=blob, graph=graph, options=options, plan=saved_plan(plan),
                             kernels=handles_labels,
-                            device_index=device.index or 0, error=error, code_tag=code_tag())
+                            device_index=device.index or 0, error=error, code_tag=code_tag(),
+                            device_kind=device_kind(device.index or 0))
     code._fn = fn
     code._boxed_call = True
     return code
@@ -217,11 +224,22 @@ def code_tag():
     return digest.hexdigest()[:32]
 
 
-def cache_tag(decomposition_names):
-    """What else must match for a saved graph to be reused: code_tag() and
-    the decompositions applied."""
+def device_kind(index=0):
+    """What a compiled graph depends on of its device: the driver and its
+    kernel target (the same "neuron:0" on every driver)."""
+    props = _C._device_properties(index)
+    return f"{props['driver']}/{props['kernel_target']}/host_addressable={props['host_addressable']}"
+
+
+def cache_tag(decomposition_names, device_kind=""):
+    """What else must match for a saved graph to be reused: code_tag(), the
+    decompositions applied, and the kind of device it was compiled for (its
+    driver and kernel target: a graph built for the C++ target holds a
+    shared object, one for GLSL a SPIR-V executable, and both name the
+    device "neuron:0")."""
     digest = hashlib.sha256(code_tag().encode())
     digest.update("\n".join(sorted(decomposition_names)).encode())
+    digest.update(device_kind.encode())
     return "openneuron-" + digest.hexdigest()[:32]
 
 
