@@ -21,6 +21,7 @@
 #include "torch/aten/host/cpu_allocation_redirect.h"
 #include "torch/runtime/device.h"
 #include "torch/runtime/pinned_allocator.h"
+#include "torch/runtime/profiler.h"
 #include "torch/runtime/settings.h"
 #include "torch/runtime/streams.h"
 #include "torch/runtime/sync_debug.h"
@@ -47,6 +48,8 @@ void copy_async(const at::Tensor& dst, const at::Tensor& src) {
   const size_t nbytes = dst.nbytes();
   record_transfer(to_device ? Direction::HostToDevice : Direction::DeviceToHost,
                   nbytes);
+  DeviceActivity activity(&queue, device, to_device ? "Memcpy HtoD (Pinned -> Device)" : "Memcpy DtoH (Device -> Pinned)",
+                          DeviceActivityKind::Copy, static_cast<int64_t>(nbytes));
   queue.copy_async(dst.data_ptr(), src.data_ptr(), nbytes,
                    to_device ? hal::CopyKind::HostToDevice
                              : hal::CopyKind::DeviceToHost);
@@ -80,6 +83,8 @@ at::Tensor& copy_through_driver(at::Tensor& dst, const at::Tensor& src) {
       same_dense_layout(dst, src)) {
     // One device-to-device copy, queued in stream order like any kernel.
     auto& queue = current_queue(dst.device().index());
+    DeviceActivity activity(&queue, dst.device().index(), "Memcpy DtoD (Device -> Device)", DeviceActivityKind::Copy,
+                            static_cast<int64_t>(dst.nbytes()));
     queue.copy_async(dst.data_ptr(), src.const_data_ptr(), dst.nbytes(),
                      hal::CopyKind::DeviceToDevice);
     if (settings().launch_blocking) queue.synchronize();

@@ -5,6 +5,7 @@
 
 #include "hal/driver.h"
 #include "hal/error.h"
+#include "torch/runtime/profiler.h"
 
 namespace openneuron::integration {
 namespace {
@@ -25,7 +26,12 @@ char* mutable_device_address(const at::Tensor& t) {
   return static_cast<char*>(t.storage().mutable_data()) + t.storage_offset() * t.itemsize();
 }
 
-void driver_copy(void* dst, const void* src, size_t bytes, hal::CopyKind kind) {
+void driver_copy(void* dst, const void* src, size_t bytes, hal::CopyKind kind, c10::DeviceIndex device) {
+  DeviceActivity activity(nullptr, device,
+                          kind == hal::CopyKind::HostToDevice   ? "Memcpy HtoD (Pageable -> Device)"
+                          : kind == hal::CopyKind::DeviceToHost ? "Memcpy DtoH (Device -> Pageable)"
+                                                                : "Memcpy DtoD (Device -> Device)",
+                          DeviceActivityKind::Copy, static_cast<int64_t>(bytes));
   try {
     hal::driver().copy(dst, src, bytes, kind);
   } catch (const hal::Error& e) {
@@ -55,8 +61,8 @@ at::Tensor download(const at::Tensor& t) {
   if (t.numel() == 0) return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kCPU));
   const int64_t span = span_elements(t);
   auto [flat, view] = staging_for(t, span);
-  driver_copy(flat.data_ptr(), device_address(t), span * t.itemsize(),
-              hal::CopyKind::DeviceToHost);
+  driver_copy(flat.data_ptr(), device_address(t), span * t.itemsize(), hal::CopyKind::DeviceToHost,
+              t.device().index());
   if (t.is_conj()) view._set_conj(true);
   if (t.is_neg()) view._set_neg(true);
   return view;
@@ -69,12 +75,12 @@ void upload(const at::Tensor& dst, const at::Tensor& src) {
   auto [flat, view] = staging_for(dst, span);
   const size_t bytes = span * dst.itemsize();
   if (span != dst.numel())  // gaps between the elements keep their values
-    driver_copy(flat.data_ptr(), device_address(dst), bytes, hal::CopyKind::DeviceToHost);
+    driver_copy(flat.data_ptr(), device_address(dst), bytes, hal::CopyKind::DeviceToHost, dst.device().index());
   if (dst.is_conj()) view._set_conj(true);
   if (dst.is_neg()) view._set_neg(true);
   view.copy_(src);
-  driver_copy(mutable_device_address(dst), flat.const_data_ptr(), bytes,
-              hal::CopyKind::HostToDevice);
+  driver_copy(mutable_device_address(dst), flat.const_data_ptr(), bytes, hal::CopyKind::HostToDevice,
+              dst.device().index());
 }
 
 }  // namespace openneuron::integration

@@ -1,3 +1,4 @@
+#include "torch/runtime/profiler.h"
 #include "torch/runtime/compiled_kernels.h"
 
 #include <ATen/EmptyTensor.h>
@@ -111,8 +112,9 @@ void launch_compiled_kernel(int64_t kernel, const std::vector<at::Tensor>& buffe
   flush_held_work(k.device);  // a compiled graph's kernel runs after held eager work (none when it is that work)
   RECORD_FUNCTION(k.label.c_str(), c10::ArrayRef<const c10::IValue>{});
   try {
-    current_queue(k.device).dispatch(*k.executable, k.entry, addresses, symbols,
-                                     hal::Grid{launch_workgroups(k.grid, buffers), 1, 1});
+    hal::Queue& queue = current_queue(k.device);
+    DeviceActivity activity(&queue, k.device, k.label.c_str(), DeviceActivityKind::Kernel);
+    queue.dispatch(*k.executable, k.entry, addresses, symbols, hal::Grid{launch_workgroups(k.grid, buffers), 1, 1});
   } catch (const hal::Error& e) {
     TORCH_CHECK(false, "compiled kernel ", k.name, ": ", e.what());
   }
