@@ -2,7 +2,7 @@
 well it runs on the neuron device and what to change.
 
     python -m openneuron.doctor your_script.py args...     # report on stderr
-    python -m openneuron.doctor --json out.json your_script.py args...
+    python -m openneuron.doctor --json out.json --html out.html --trace trace.json your_script.py args...
 
     with openneuron.doctor.Doctor() as d:                  # in a notebook
         train_step()
@@ -13,9 +13,11 @@ transfers by direction and cause, host synchronizations by op and source
 line (torch.neuron.set_sync_debug_mode's findings, each with the line of
 the program that caused it), torch.compile graph breaks and recompiles
 with their reasons, kernels built against kernels loaded from the cache,
-peak memory per device against its budget, and the ops that took the most
-time; each finding with what to change. The device timeline (per-kernel
-device time) is the profiler's, not yet here."""
+peak memory per device against its budget, the ops and kernels that took
+the most device and host time (torch.profiler with the neuron device
+activities); each finding with what to change. --trace writes the run's
+Chrome trace, --html a page with the report and a picture of the device
+timeline."""
 from __future__ import annotations
 
 import argparse
@@ -83,7 +85,8 @@ class Doctor:
         warnings.showwarning = self._on_warning
         self._profiler = None
         if self.profile_ops:
-            self._profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+            activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.PrivateUse1]
+            self._profiler = torch.profiler.profile(activities=activities)
             self._profiler.__enter__()
         self._start = time.perf_counter()
         return self
@@ -100,8 +103,9 @@ class Doctor:
 
     def __exit__(self, *exc):
         seconds = time.perf_counter() - self._start
-        top_ops = []
+        top_ops, top_kernels, self.device_events = [], [], []
         if self._profiler is not None:
+            torch.neuron.synchronize()
             self._profiler.__exit__(None, None, None)
             averages = self._profiler.key_averages()
             # ATen ops, compiled regions and our kernels; not the compiler's own phases.
@@ -109,6 +113,14 @@ class Doctor:
                           key=lambda e: e.self_cpu_time_total, reverse=True)
             top_ops = [{"op": e.key, "calls": e.count, "self_ms": e.self_cpu_time_total / 1000}
                        for e in rows[:10] if e.self_cpu_time_total > 0]
+            device = torch.autograd.DeviceType.PrivateUse1
+            self.device_events = [e for e in self._profiler.events() if e.device_type == device]
+            by_name = collections.defaultdict(lambda: [0, 0.0])
+            for e in self.device_events:
+                by_name[e.name][0] += 1
+                by_name[e.name][1] += e.time_range.elapsed_us() / 1000
+            top_kernels = [{"kernel": k, "calls": n, "device_ms": ms}
+                           for k, (n, ms) in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:10]]
         warnings.showwarning = self._showwarning
         self._warnings.__exit__(None, None, None)
         N = torch.neuron
@@ -118,6 +130,7 @@ class Doctor:
         else:
             os.environ["OPENNEURON_COMPILE_PRECOMPILE"] = self._precompile
         self._result = self._collect(seconds, top_ops)
+        self._result["top_kernels"] = top_kernels
         return False
 
     def _collect(self, seconds, top_ops):
@@ -216,17 +229,62 @@ class Doctor:
                  f"{m['peak_reserved'] / 2**20:.1f} MiB reserved of {m['budget'] / 2**30:.2f} GiB"
                  for m in r["memory"]],
                 "")
-        section("Most time (self CPU time of each op; the device timeline is the profiler's)",
+        section("Most device time (kernels and copies on the device's queues)",
+                [f"{t['kernel']}: {t['device_ms']:.2f} ms, {t['calls']} call(s)" for t in r.get("top_kernels", [])]
+                or ["none queued (the host driver runs eager ops as host calls)"], "")
+        section("Most host time (self CPU time of each op)",
                 [f"{t['op']}: {t['self_ms']:.1f} ms, {t['calls']} call(s)" for t in r["top_ops"]] or ["not profiled"],
                 "")
         return "\n".join(out)
+
+    def export_chrome_trace(self, path: str) -> None:
+        """The run's Chrome trace (chrome://tracing, Perfetto, TensorBoard)."""
+        if self._profiler is None:
+            raise RuntimeError("openneuron doctor: the run was not profiled (profile_ops=False)")
+        self._profiler.export_chrome_trace(path)
+
+    def write_html(self, path: str) -> None:
+        """A page with the report and a picture of the device timeline (one
+        row per device queue, each kernel or copy a bar)."""
+        import base64
+        import html
+        import io
+
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        picture = ""
+        if self.device_events:
+            rows = sorted({(e.device_index, getattr(e, "device_resource_id", 0)) for e in self.device_events})
+            origin = min(e.time_range.start for e in self.device_events)
+            fig, ax = plt.subplots(figsize=(12, 1 + 0.5 * len(rows)))
+            for e in self.device_events:
+                y = rows.index((e.device_index, getattr(e, "device_resource_id", 0)))
+                ax.broken_barh([((e.time_range.start - origin) / 1000, max(e.time_range.elapsed_us(), 1) / 1000)],
+                               (y - 0.4, 0.8), color="tab:orange" if "Memcpy" in e.name else "tab:blue")
+            ax.set_yticks(range(len(rows)),
+                          [f"neuron:{d} " + (f"queue {q}" if q else "synchronous copies") for d, q in rows])
+            ax.set_xlabel("ms (blue: kernels, orange: copies)")
+            buffer = io.BytesIO()
+            fig.tight_layout()
+            fig.savefig(buffer, format="png")
+            plt.close(fig)
+            picture = f'<img src="data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}">'
+        with open(path, "w") as f:
+            f.write("<!DOCTYPE html><html><head><meta charset='utf-8'><title>openneuron doctor</title></head><body>"
+                    f"<h1>openneuron doctor</h1>{picture or '<p>No device work was queued.</p>'}"
+                    f"<pre>{html.escape(self.report())}</pre></body></html>")
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m openneuron.doctor",
                                      description="Run a program on neuron and report what slows it down.")
     parser.add_argument("--json", metavar="PATH", help="also write the findings as JSON")
-    parser.add_argument("--no-profile", action="store_true", help="skip the per-op time table")
+    parser.add_argument("--html", metavar="PATH", help="also write a page with the report and the device timeline")
+    parser.add_argument("--trace", metavar="PATH", help="also write the run's Chrome trace")
+    parser.add_argument("--no-profile", action="store_true", help="skip the time tables (no profiler)")
     parser.add_argument("script")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
@@ -246,6 +304,10 @@ def main(argv=None) -> int:
     if options.json:
         with open(options.json, "w") as f:
             json.dump(doctor.result(), f, indent=1, default=str)
+    if options.trace:
+        doctor.export_chrome_trace(options.trace)
+    if options.html:
+        doctor.write_html(options.html)
     return status
 
 

@@ -35,10 +35,15 @@ print("finished", total != 0)
 
 
 def _doctor(tmp_path, script, *args, env=None):
+    """Runs the doctor on `script`; `args` before the script are the
+    doctor's own options (--html, --trace), the rest the script's."""
     out = tmp_path / "findings.json"
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("OPENNEURON_")}
     full_env.update(env or {})
-    proc = subprocess.run([sys.executable, "-m", "openneuron.doctor", "--json", str(out), str(script), *args],
+    own = [a for i, a in enumerate(args) if a.startswith("--html") or a.startswith("--trace")
+           or (i and args[i - 1] in ("--html", "--trace"))]
+    rest = [a for a in args if a not in own]
+    proc = subprocess.run([sys.executable, "-m", "openneuron.doctor", "--json", str(out), *own, str(script), *rest],
                           cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     with open(out) as f:
@@ -65,6 +70,20 @@ def test_planted_problems_are_found_with_their_lines(tmp_path):
     assert r["top_ops"] and all(t["self_ms"] > 0 for t in r["top_ops"]), r["top_ops"]
     for title in ("CPU fallback: 1 op(s)", "Host synchronizations", "graph breaks: ", "recompiles: ", "Peak memory"):
         assert title in report, report
+
+
+def test_device_time_trace_and_html_on_protected_memory(tmp_path):
+    script = tmp_path / "planted.py"
+    script.write_text(PLANTED)
+    env = {"OPENNEURON_DRIVER": "protected", "OPENNEURON_CPU_FALLBACK": "silent",
+           "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    page, trace = tmp_path / "doctor.html", tmp_path / "trace.json"
+    proc, r = _doctor(tmp_path, script, "--html", str(page), "--trace", str(trace), env=env)
+    kernels = {k["kernel"]: k for k in r["top_kernels"]}
+    assert any("gemm_f32" in k for k in kernels) and all(k["device_ms"] > 0 for k in kernels.values()), kernels
+    assert "Most device time" in proc.stderr
+    assert "data:image/png;base64," in page.read_text() and "openneuron doctor" in page.read_text()
+    assert any(e.get("cat") == "kernel" for e in json.loads(trace.read_text())["traceEvents"])
 
 
 def test_demo_and_a_hugging_face_model_run_under_the_doctor(tmp_path):

@@ -149,8 +149,13 @@ class NeuronSession : public libkineto::IActivityProfilerSession {
       act->endTime = finish;
       act->id = static_cast<int32_t>(rec->correlation);
       act->device = rec->device;
-      auto [it, fresh] = r.queue_ids.emplace(rec->queue, static_cast<int64_t>(r.queue_ids.size()) + 1);
-      act->resource = it->second;  // "stream" row of the device
+      // A row per queue (1, 2, ...); row 0 holds the synchronous copies.
+      if (rec->queue) {
+        auto [it, fresh] = r.queue_ids.emplace(rec->queue, static_cast<int64_t>(r.queue_ids.size()) + 1);
+        act->resource = it->second;
+      } else {
+        act->resource = 0;
+      }
       act->linked = op;
       act->flow.id = flow;
       act->flow.type = libkineto::kLinkAsyncCpuGpu;
