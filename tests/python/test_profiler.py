@@ -54,7 +54,8 @@ device = [e for e in events if e.get("cat") == "kernel"]
 copies = [e for e in events if e.get("cat") == "gpu_memcpy"]
 launches = {{e["name"] for e in events if e.get("cat") == "privateuse1_runtime"}}
 assert len(device) >= 3 and copies and "neuronLaunchKernel" in launches, (len(device), copies, launches)
-assert any(c["args"].get("bytes") == str(512 * 512 * 4) for c in copies), copies
+assert any(c["args"].get("bytes") == 512 * 512 * 4 for c in copies), copies
+assert all(isinstance(k["args"]["device"], int) for k in device)
 starts = {{e["id"]: e for e in events if e.get("ph") == "s"}}
 ends = [e for e in events if e.get("ph") == "f"]
 assert ends and all(e["id"] in starts and starts[e["id"]]["ts"] <= e["ts"] + 1 for e in ends)

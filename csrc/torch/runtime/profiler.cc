@@ -1,5 +1,8 @@
 #include "torch/runtime/profiler.h"
 
+// Kineto's GenericTraceActivity formats metadata with fmt, whose compiled
+// part PyTorch does not export: header-only here.
+#define FMT_HEADER_ONLY
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
 #include <libkineto.h>
 #include <output_base.h>
@@ -160,8 +163,9 @@ class NeuronSession : public libkineto::IActivityProfilerSession {
       act->flow.id = flow;
       act->flow.type = libkineto::kLinkAsyncCpuGpu;
       act->flow.start = 0;
-      if (rec->bytes) act->addMetadataQuoted("bytes", std::to_string(rec->bytes));
-      act->addMetadataQuoted("device", std::to_string(rec->device));
+      // As CUDA's trace: "device" a number (TensorBoard's plugin groups by it).
+      if (rec->bytes) act->addMetadata("bytes", rec->bytes);
+      act->addMetadata("device", static_cast<int>(rec->device));
       if (!rec->queue) act->addMetadataQuoted("synchronous", "true");
       buffer_->activities.push_back(std::move(launch));
       buffer_->activities.push_back(std::move(act));
