@@ -32,10 +32,8 @@ import warnings
 
 import torch
 
-_LIBRARY_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch,) if m.__file__) + (
-    os.path.dirname(os.path.abspath(__file__)) + os.sep,
-    os.path.dirname(warnings.__file__) + os.sep,
-)
+# Frames in these are not the user's program: torch, openneuron, the stdlib's warnings.
+_LIBRARY_DIRS = tuple(os.path.dirname(os.path.abspath(f)) + os.sep for f in (torch.__file__, __file__, warnings.__file__))
 
 
 _TIMED_PREFIXES = ("aten::", "Torch-Compiled Region", "CompiledFunction", "compiled kernel", "library kernel",

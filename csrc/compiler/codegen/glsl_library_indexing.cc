@@ -92,16 +92,17 @@ int64_t on_offset(int64_t p, int t, bool skip_dim) {
 }
 )GLSL";
 
+// The word an element of `bytes` moves in (16: two 8-byte words).
+std::string copy_type(int bytes) {
+  return bytes == 1 ? "uint8_t" : bytes == 2 ? "uint16_t" : bytes == 4 ? "uint" : "uint64_t";
+}
+
 std::string copy_function(int bytes) {
   if (bytes == 16)
     return "void on_copy(uint64_t dst, uint64_t src) {\n  OnRef_uint64_t(dst).v = OnRef_uint64_t(src).v;\n"
            "  OnRef_uint64_t(dst + 8ul).v = OnRef_uint64_t(src + 8ul).v;\n}\n";
-  const std::string t = bytes == 1 ? "uint8_t" : bytes == 2 ? "uint16_t" : bytes == 4 ? "uint" : "uint64_t";
+  const std::string t = copy_type(bytes);
   return "void on_copy(uint64_t dst, uint64_t src) { OnRef_" + t + "(dst).v = OnRef_" + t + "(src).v; }\n";
-}
-
-std::string copy_type(int bytes) {
-  return bytes == 1 ? "uint8_t" : bytes == 2 ? "uint16_t" : bytes == 4 ? "uint" : "uint64_t";
 }
 
 // out[o, j, i] = src[o, idx[j], i]. buffers src, idx, out, err; scalars

@@ -1,5 +1,6 @@
 #include "torch/runtime/memory_history.h"
 
+#include <pybind11/pybind11.h>
 #include <torch/csrc/profiler/combined_traceback.h>
 
 #include <chrono>
@@ -119,15 +120,14 @@ class Symbolizer {
 
 namespace detail {
 
-Context gather_context(bool is_alloc) {
+void set_thread_context(bool is_alloc) {
   History& h = history();
-  if (!(is_alloc ? h.stack_on_alloc : h.stack_on_free).load(std::memory_order_relaxed)) return nullptr;
-  return torch::CapturedTraceback::gather(/*python=*/true, /*script=*/true,
-                                          h.cpp_frames.load(std::memory_order_relaxed));
+  if (!(is_alloc ? h.stack_on_alloc : h.stack_on_free).load(std::memory_order_relaxed)) return;
+  t_context = torch::CapturedTraceback::gather(/*python=*/true, /*script=*/true,
+                                               h.cpp_frames.load(std::memory_order_relaxed));
 }
 
-ContextScope::ContextScope(Context context) { t_context = std::move(context); }
-ContextScope::~ContextScope() { t_context.reset(); }
+void clear_thread_context() { t_context.reset(); }
 
 }  // namespace detail
 

@@ -13,11 +13,13 @@
 
 #include <atomic>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include <c10/core/Allocator.h>
-#include <pybind11/pybind11.h>
+
+namespace pybind11 {
+class dict;  // the allocator's callers need none of pybind11
+}
 
 namespace openneuron::integration {
 
@@ -39,23 +41,26 @@ pybind11::dict memory_snapshot_with_history();
 
 namespace detail {
 extern std::atomic<bool> g_history_on;
-std::shared_ptr<c10::GatheredContext> gather_context(bool is_alloc);
-struct ContextScope {
-  explicit ContextScope(std::shared_ptr<c10::GatheredContext> context);
-  ~ContextScope();
-};
+// Gathers this thread's stack for the events of the call that follows
+// (nullptr by the policy), and forgets it.
+void set_thread_context(bool is_alloc);
+void clear_thread_context();
 }  // namespace detail
 
 // Around an allocator call: the stack of its events, when history is on.
 class HistoryContext {
  public:
-  explicit HistoryContext(bool is_alloc) {
-    if (C10_UNLIKELY(detail::g_history_on.load(std::memory_order_relaxed)))
-      scope_.emplace(detail::gather_context(is_alloc));
+  explicit HistoryContext(bool is_alloc) : on_(detail::g_history_on.load(std::memory_order_relaxed)) {
+    if (C10_UNLIKELY(on_)) detail::set_thread_context(is_alloc);
   }
+  ~HistoryContext() {
+    if (C10_UNLIKELY(on_)) detail::clear_thread_context();
+  }
+  HistoryContext(const HistoryContext&) = delete;
+  HistoryContext& operator=(const HistoryContext&) = delete;
 
  private:
-  std::optional<detail::ContextScope> scope_;
+  bool on_;
 };
 
 }  // namespace openneuron::integration

@@ -93,6 +93,7 @@ class NeuronSession : public libkineto::IActivityProfilerSession {
     std::lock_guard<std::mutex> lock(r.mutex);
     r.records.clear();
     r.anchors.clear();
+    r.queue_ids.clear();
     for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
       // Device times are read relative to this event, which completes at
       // once on an idle queue: its host time is taken after it has.
