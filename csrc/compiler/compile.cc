@@ -6,12 +6,14 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "compiler/cache/kernel_cache.h"
 #include "compiler/cache/sha256.h"
 #include "compiler/codegen/combined_launch.h"
 #include "compiler/codegen/target.h"
 #include "compiler/ir/errors.h"
+#include "compiler/kernel_builds.h"
 #include "compiler/lower/lower.h"
 #include "compiler/passes/passes.h"
 #include "compiler/passes/schedule.h"
@@ -39,15 +41,6 @@ CacheOptions cache_options(const Json& options) {
   co.explain_misses =
       !options.get("cache_explain_misses").is_bool() || options.at("cache_explain_misses").as_bool();
   return co;
-}
-
-// The kernel library's key: its source's digest, with the code generator and
-// the target's own part (for C++: this machine's toolchain and CPU).
-CacheKey kernel_cache_key(const std::string& source_digest, const Target& target) {
-  CacheKey key;
-  key.parts = {{"ir", source_digest}, {"codegen", kCodegenVersion}, {"target", target.name()}};
-  for (auto& part : target.cache_key_parts()) key.parts.push_back(part);
-  return key;
 }
 
 // The target named by the options ("target"; the C++ target by default).
@@ -89,7 +82,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 struct Build {
   Build(const Json& fx, const std::set<int>& isolate, const std::set<std::string>& forced_externs,
         const std::vector<std::string>& symbols, const Target& target)
-      : lowered(lower_fx_graph(fx, forced_externs)) {
+      : started(std::chrono::steady_clock::now()), lowered(lower_fx_graph(fx, forced_externs)) {
     Graph& g = lowered.graph;
     stats = Json::object();
     stats.set("ir_nodes_lowered", Json::integer(static_cast<int64_t>(g.live_nodes().size())));
@@ -104,20 +97,53 @@ struct Build {
     stats.set("views_simplified", Json::integer(views));
     stats.set("common_subexpressions", Json::integer(cse));
     schedule = schedule_graph(g, isolate);
-    source = target.prelude();
-    for (size_t i = 0; i < schedule.groups.size(); ++i) {
-      kernels.push_back(target.kernel(schedule.groups[i], "on_kernel_" + std::to_string(i), symbols));
-      source += "\n" + kernels.back().source;
+    stats.set("lower_seconds", Json::number(seconds_since(started)));
+    const auto codegen_started = std::chrono::steady_clock::now();
+    // Kernels are named after their content: identical layers give one
+    // kernel, built once (kernel_builds.h).
+    std::set<std::string> seen;
+    for (const KernelGroup& group : schedule.groups) {
+      kernels.push_back(target.kernel(group, kSelfName, symbols));
+      name_by_content(kernels.back(), kSelfName);
+      if (seen.insert(kernels.back().name).second) distinct.push_back(&kernels.back() - kernels.data());
     }
     if (target.combines_small_kernels()) launches = combine_small_kernels(schedule, kernels);
+    // The combined launches, with the kernels they call, are a library of
+    // their own; the other kernels are built and found one by one.
+    std::set<std::string> in_launch, standalone;
+    for (const CombinedLaunch& l : launches) {
+      for (int st : l.steps)
+        if (in_launch.insert(kernels[schedule.steps[st].group].name).second)
+          launch_library.source += kernels[schedule.steps[st].group].source + "\n";
+      launch_library.names.push_back(l.name);
+    }
     for (const CombinedLaunch& l : launches)
-      source += "\n" + target.combined_launch(l, schedule, kernels, symbols.size());
+      launch_library.source += target.combined_launch(l, schedule, kernels, symbols.size());
+    std::set<int> launched;
+    for (const CombinedLaunch& l : launches) launched.insert(l.steps.begin(), l.steps.end());
+    for (size_t i = 0; i < schedule.steps.size(); ++i)
+      if (schedule.steps[i].kind == Step::Kind::Kernel && !launched.count(static_cast<int>(i)))
+        standalone.insert(kernels[schedule.steps[i].group].name);
+    for (size_t i : distinct)
+      if (standalone.count(kernels[i].name)) standalone_kernels.push_back(kernels[i]);
+    for (const std::string& name : in_launch) launch_library.only_kernels += !standalone.count(name);
+    stats.set("codegen_seconds", Json::number(seconds_since(codegen_started)));
   }
+  // The source of debug dumps: every distinct kernel once.
+  std::string source(const Target& target) const {
+    std::string out = target.prelude();
+    for (const GeneratedKernel& k : standalone_kernels) out += "\n" + k.source;
+    return out + "\n" + launch_library.source;
+  }
+  static constexpr const char* kSelfName = "on_kernel_self";
+  std::chrono::steady_clock::time_point started;  // declared before lowered: timed from here
   LoweredGraph lowered;
   Schedule schedule;
   std::vector<GeneratedKernel> kernels;
+  std::vector<size_t> distinct;  // first kernel of each content
+  std::vector<GeneratedKernel> standalone_kernels;  // distinct kernels launched on their own
   std::vector<CombinedLaunch> launches;
-  std::string source;
+  LaunchLibrary launch_library;
   std::string ir_before;
   Json stats;
 };
@@ -125,7 +151,6 @@ struct Build {
 }  // namespace
 
 std::string compile_graph(const std::string& graph_json, const std::string& options_json) {
-  auto t0 = std::chrono::steady_clock::now();
   Json options = options_json.empty() ? Json::object() : Json::parse(options_json);
   bool debug = options.get("debug").is_bool() && options.get("debug").as_bool();
   Json fx = Json::parse(graph_json);
@@ -158,7 +183,6 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
   LoweredGraph& lowered = built->lowered;
   Schedule& s = built->schedule;
   std::vector<GeneratedKernel>& kernels = built->kernels;
-  const std::string& source = built->source;
   Json plan = Json::object();
   Json stats = built->stats;
   if (debug) plan.set("ir_before", Json::string(built->ir_before));
@@ -169,23 +193,34 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
   // fusion legality matches the writer's).
   stats.set("fusion_retries", Json::integer(fusion_retries));
   stats.set("buffers_reused", Json::integer(s.buffers_reused));
-  stats.set("lower_and_codegen_seconds", Json::number(seconds_since(t0)));
-  if (debug) plan.set("source", Json::string(source));
+  stats.set("kernels_distinct", Json::integer(static_cast<int64_t>(built->distinct.size())));
+  if (debug) plan.set("source", Json::string(built->source(target)));
 
-  // The shared object, from the persistent cache.
+  // The kernels' libraries, from the persistent cache or built.
   auto t1 = std::chrono::steady_clock::now();
+  KernelBuilds builds;
   if (!kernels.empty()) {
-    const std::string source_digest = sha256_hex(source);
-    const CacheKey key = kernel_cache_key(source_digest, target);
-    CacheResult r = cache_for(cache_options(options)).get_or_build(
-        key, [&](const std::string& tmp) { target.build(source, tmp); });
+    const int threads = options.get("build_threads").is_int() ? static_cast<int>(options.at("build_threads").as_int())
+                                                               : static_cast<int>(std::thread::hardware_concurrency());
+    builds = build_kernels(target, cache_for(cache_options(options)), built->standalone_kernels,
+                           built->launch_library, threads);
+    Json libraries = Json::array();
+    bool all_hit = true;
+    for (const BuiltLibrary& l : builds.libraries) {
+      Json j = Json::object();
+      j.set("source_digest", Json::string(l.source_digest));
+      j.set("path", Json::string(l.path));
+      j.set("hit", Json::boolean(l.hit));
+      libraries.push(j);
+      all_hit &= l.hit;
+    }
+    plan.set("libraries", libraries);
     Json cache = Json::object();
-    cache.set("hit", Json::boolean(r.hit));
-    cache.set("miss_reason", Json::string(r.miss_reason));
-    cache.set("key", Json::string(key.digest()));
-    cache.set("source_digest", Json::string(source_digest));
+    cache.set("hit", Json::boolean(all_hit));
+    cache.set("miss_reason", Json::string(builds.miss_reason));
     plan.set("cache", cache);
-    plan.set("library", Json::string(r.path));
+    stats.set("kernels_built", Json::integer(builds.kernels_built));
+    stats.set("kernels_found", Json::integer(builds.kernels_found));
   }
   stats.set("build_seconds", Json::number(seconds_since(t1)));
 
@@ -224,7 +259,9 @@ std::string compile_graph(const std::string& graph_json, const std::string& opti
         for (int id : s.frees[m]) frees.push(Json::integer(id));
       }
       if (members.size() > 1) summary = std::to_string(members.size()) + " kernels, first " + summary;
-      j.set("name", Json::string(members.size() > 1 ? launch->second->name : kernels[st.group].name));
+      const std::string entry = members.size() > 1 ? launch->second->name : kernels[st.group].name;
+      j.set("name", Json::string(entry));
+      j.set("library", Json::string(builds.libraries[builds.library_of.at(entry)].path));
       Json grid = Json::array();
       for (int64_t g : target.launch_grid(s.groups[st.group])) grid.push(Json::integer(g));
       j.set("grid", grid);
@@ -316,7 +353,7 @@ std::string kernel_library(const std::string& options_json) {
     out.set("library", Json());
     return out.dump();
   }
-  const CacheKey key = kernel_cache_key(sha256_hex(source), target);
+  const CacheKey key = library_cache_key(sha256_hex(source), target);
   CacheResult r = cache_for(cache_options(options)).get_or_build(
       key, [&](const std::string& tmp) { target.build(source, tmp); });
   out.set("library", Json::string(r.path));
@@ -326,7 +363,7 @@ std::string kernel_library(const std::string& options_json) {
 
 std::string find_kernel_library(const std::string& source_digest, const std::string& options_json) {
   Json options = options_json.empty() ? Json::object() : Json::parse(options_json);
-  const CacheKey key = kernel_cache_key(source_digest, target_for(options));
+  const CacheKey key = library_cache_key(source_digest, target_for(options));
   CacheResult r = cache_for(cache_options(options)).find(key);
   Json out = Json::object();
   out.set("hit", Json::boolean(r.hit));

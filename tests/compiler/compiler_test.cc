@@ -84,7 +84,7 @@ TEST(Compile, SoftmaxFusesIntoOneKernelThatRunsForAnySize) {
   EXPECT_EQ(plan.at("stats").at("kernels").as_int(), 1);
   const Json& step = plan.at("steps")[0];
   ASSERT_EQ(step.at("kind").as_string(), "kernel");
-  void* lib = dlopen(plan.at("library").as_string().c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* lib = dlopen(plan.at("steps")[0].at("library").as_string().c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(lib, nullptr) << dlerror();
   using Fn = void (*)(void**, const int64_t*, int64_t);
   auto fn = reinterpret_cast<Fn>(dlsym(lib, step.at("name").as_string().c_str()));
@@ -153,7 +153,7 @@ TEST(Compile, GeneratedFloatExpIsWithinOneUlp) {
    "outputs": [{"ref": "e"}]})";
   Json plan = Json::parse(compile_graph(graph, R"({"cache_enabled": false})"));
   ASSERT_EQ(plan.at("steps").size(), 1u);
-  void* lib = dlopen(plan.at("library").as_string().c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* lib = dlopen(plan.at("steps")[0].at("library").as_string().c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(lib, nullptr) << dlerror();
   using Fn = void (*)(void**, const int64_t*, int64_t);
   auto fn = reinterpret_cast<Fn>(dlsym(lib, plan.at("steps")[0].at("name").as_string().c_str()));

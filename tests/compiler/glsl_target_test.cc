@@ -48,7 +48,7 @@ TEST(GlslTarget, SoftmaxRunsOnTheVulkanDriverForAnySize) {
   EXPECT_EQ(plan.at("target").as_string(), "glsl");
   ASSERT_EQ(plan.at("stats").at("kernels").as_int(), 1);
   const Json& step = plan.at("steps")[0];
-  const std::string library = plan.at("library").as_string();
+  const std::string library = step.at("library").as_string();
   auto entries = hal::read_spirv_executable(library);
   ASSERT_EQ(entries.size(), 1u);
   EXPECT_EQ(entries[0].info.name, step.at("name").as_string());

@@ -92,6 +92,9 @@ class KernelCache {
   // it, and rebuilds a corrupt entry.
   CacheResult find(const CacheKey& key);
 
+  // False for a cache that builds every time (CacheOptions::enabled).
+  bool enabled() const { return options_.enabled; }
+
   // Evicts least-recently-used entries until the total artifact size <= max_bytes.
   // Entries locked by another builder/reader are skipped.
   void enforce_size_cap();

@@ -124,7 +124,12 @@ class KernelWriter {
   void line(const std::string& s) { body_ += std::string(indent_ * 2, ' ') + s + "\n"; }
   std::string fresh() { return "v" + std::to_string(counter_++); }
 
-  std::string buffer_name(Node* n) { return "b" + std::to_string(n->id); }
+  // Names in the source number a node within this kernel, never by its id in
+  // the graph: identical kernels (a model's layers) get identical source.
+  std::string local(const Node* n) {
+    return std::to_string(local_ids_.emplace(n, local_ids_.size()).first->second);
+  }
+  std::string buffer_name(const Node* n) { return "b" + local(n); }
 
   void note_read(Node* n) {
     if (std::find(reads_.begin(), reads_.end(), n) == reads_.end() &&
@@ -218,7 +223,7 @@ class KernelWriter {
       key_passes_[key].insert(row_pass_);
       if (costly(n)) costly_keys_.insert(key);
       if (cache_keys_.count(key) && !row_cache_.count(key) && !row_flat_.empty()) {
-        std::string array = "rc" + std::to_string(n->id);
+        std::string array = "rc" + local(n);
         insert_at_row_start(value_type(n) + " " + array + "[" + std::to_string(row_len_) + "];");
         line(array + "[" + row_flat_ + "] = " + var + ";");
         row_cache_[key] = array;
@@ -637,7 +642,7 @@ class KernelWriter {
         {"sum", "+"}, {"prod", "*"}, {"max", "max"}, {"min", "min"}, {"any", "||"}, {"all", "&&"}};
     std::map<std::string, std::vector<std::string>> clauses;  // combiner -> variables
     for (Node* r : batch) {
-      std::string id = std::to_string(r->id);
+      std::string id = local(r);
       if (has_nan_flag(r)) {
         line("int nan" + id + " = 0;");
         clauses["|"].push_back("nan" + id);
@@ -657,7 +662,7 @@ class KernelWriter {
     for (Node* r : batch) {
       current_root_ = r->id;
       std::string t = compute_ctype(r->compute);
-      std::string id = std::to_string(r->id);
+      std::string id = local(r);
       std::string acc = "acc" + id;
       std::string v = "static_cast<" + t + ">(" + emit(r->inputs[0], c) + ")";
       accumulate(r, acc, "nan" + id, v);
@@ -665,7 +670,7 @@ class KernelWriter {
     scopes_.pop_back();
     close_row_loops(reduced);
     for (Node* r : batch) {
-      std::string id = std::to_string(r->id);
+      std::string id = local(r);
       std::string acc = "acc" + id;
       if (has_nan_flag(r))
         line("if (nan" + id + ") " + acc + " = std::numeric_limits<" + compute_ctype(r->compute) + ">::quiet_NaN();");
@@ -798,7 +803,7 @@ class KernelWriter {
                          const std::vector<int64_t>& reduced, const std::string& col) {
     const std::string tile = std::to_string(kColumnTile);
     for (Node* r : batch) {
-      std::string id = std::to_string(r->id);
+      std::string id = local(r);
       line(accumulator_ctype(r) + " acc" + id + "[" + tile + "];");
       bool flag = has_nan_flag(r);
       if (flag) line("int nan" + id + "[" + tile + "];");
@@ -810,14 +815,14 @@ class KernelWriter {
     column_loop(col, [&] {
       for (Node* r : batch) {
         current_root_ = r->id;
-        std::string id = std::to_string(r->id);
+        std::string id = local(r);
         std::string v = "static_cast<" + std::string(compute_ctype(r->compute)) + ">(" + emit(r->inputs[0], c) + ")";
         accumulate(r, "acc" + id + "[t]", "nan" + id + "[t]", v);
       }
     });
     close_row_loops(reduced);
     for (Node* r : batch) {
-      std::string id = std::to_string(r->id);
+      std::string id = local(r);
       if (has_nan_flag(r))
         line("for (int64_t t = 0; t < tw; ++t) if (nan" + id + "[t]) acc" + id + "[t] = std::numeric_limits<" +
              compute_ctype(r->compute) + ">::quiet_NaN();");
@@ -847,6 +852,7 @@ class KernelWriter {
   int indent_ = 1;
   int open_ = 0;
   int counter_ = 0;
+  std::map<const Node*, size_t> local_ids_;  // local()
   std::vector<std::map<std::string, std::string>> scopes_;
   std::map<int, std::string> accumulators_;  // reductions of the current row
   std::string row_key_;   // the coordinates of the current row

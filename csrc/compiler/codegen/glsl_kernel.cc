@@ -116,7 +116,12 @@ class GlslKernelWriter {
  private:
   void line(const std::string& s) { body_ += std::string(indent_ * 2, ' ') + s + "\n"; }
   std::string fresh() { return "v" + std::to_string(counter_++); }
-  static std::string buffer_name(const Node* n) { return "b" + std::to_string(n->id); }
+  // Names in the source number a node within this kernel, never by its id in
+  // the graph: identical kernels (a model's layers) get identical source.
+  std::string local(const Node* n) {
+    return std::to_string(local_ids_.emplace(n, local_ids_.size()).first->second);
+  }
+  std::string buffer_name(const Node* n) { return "b" + local(n); }
   std::string value_type(const Node* n) const { return glsl_compute_type(compute_dtype(n->dtype)); }
   bool is_materialized(const Node* n) const {
     return n->kind == NodeKind::Input || n->kind == NodeKind::ExternOutput || n->materialize;
@@ -456,7 +461,7 @@ class GlslKernelWriter {
   // a tree, which keeps the error of the combination small too.
   void write_reduce_pass(const std::vector<Node*>& batch, const std::vector<Expr>& row) {
     for (Node* r : batch) {
-      const std::string id = std::to_string(r->id), t = glsl_compute_type(r->compute);
+      const std::string id = local(r), t = glsl_compute_type(r->compute);
       line(std::string(compensated(r) ? "precise " : "") + t + " acc" + id + " = " + reduction_init(r) + ";");
       if (compensated(r)) line("precise " + t + " cmp" + id + " = " + t + "(0); " + t + " raw" + id + " = " + t + "(0);");
       if (has_nan_flag(r)) line("bool nan" + id + " = false;");
@@ -468,7 +473,7 @@ class GlslKernelWriter {
   void accumulate_batch(const std::vector<Node*>& batch, const std::vector<Expr>& c) {
     for (Node* r : batch) {
       current_root_ = r->id;
-      const std::string id = std::to_string(r->id), t = glsl_compute_type(r->compute);
+      const std::string id = local(r), t = glsl_compute_type(r->compute);
       const std::string v = convert(emit(r->inputs[0], c), value_type(r->inputs[0]), t);
       const std::string acc = "acc" + id;
       if (compensated(r)) {
@@ -496,7 +501,7 @@ class GlslKernelWriter {
   void share_and_combine(const std::vector<Node*>& batch) {
     const std::vector<Expr>& row = row_;
     for (Node* r : batch) {
-      const std::string id = std::to_string(r->id), t = glsl_compute_type(r->compute), st = shared_type(r);
+      const std::string id = local(r), t = glsl_compute_type(r->compute), st = shared_type(r);
       const std::string acc = "acc" + id;
       if (compensated(r)) {
         line(acc + " = " + acc + " - cmp" + id + ";");
@@ -510,7 +515,7 @@ class GlslKernelWriter {
     for (int half = kGlslWorkgroupSize / 2; half > 0; half /= 2) {
       std::string step = "if (on_lid < " + std::to_string(half) + "L) {";
       for (Node* r : batch) {
-        const std::string sh = "on_sh" + std::to_string(r->id);
+        const std::string sh = "on_sh" + local(r);
         std::string other = sh + "[on_li + " + std::to_string(half) + "u]";
         // A NaN partial of a max/min wins, as PyTorch propagates NaN.
         if (has_nan_flag(r))
@@ -523,7 +528,7 @@ class GlslKernelWriter {
       line("barrier();");
     }
     for (Node* r : batch) {
-      const std::string id = std::to_string(r->id), t = glsl_compute_type(r->compute);
+      const std::string id = local(r), t = glsl_compute_type(r->compute);
       const std::string total = convert("on_sh" + id + "[0]", shared_type(r), t);
       std::string value = convert(total, t, value_type(r));
       if (r->dtype == DType::Float16) value = "float(float16_t(" + total + "))";
@@ -552,6 +557,7 @@ class GlslKernelWriter {
   std::string body_, prologue_;
   int indent_ = 1;
   int counter_ = 0;
+  std::map<const Node*, size_t> local_ids_;  // local()
   std::set<std::string> ref_types_;  // buffer element types the kernel touches
   std::map<int, std::string> host_values_;
   std::vector<std::map<std::string, std::string>> scopes_;

@@ -56,7 +56,7 @@ def compile_graph(graph_text: str, options: dict) -> dict:
 
 def find_kernel_library(source_digest: str, options: dict) -> dict:
     """The kernel library compile_graph built from a source with this digest
-    (its plan's cache.source_digest), from the kernel cache under this
+    (one of its plan["libraries"]), from the kernel cache under this
     machine's toolchain, verified, without lowering: {"hit": True,
     "library": path, ...} or {"hit": False, "miss_reason": why, ...}."""
     return _call("openneuron_find_kernel_library", source_digest, json.dumps(options))

@@ -224,10 +224,12 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "forw
         return _fallback(original, name, str(e))
     plan["symbols"] = graph["symbols"]
     report_fallbacks(name, plan["fallbacks"])
-    labels = [(step["name"], f"{name}.{step['name']} [{step.get('summary', '')}]")
-              for step in plan["steps"] if step["kind"] == "kernel"]
-    handles = {step: _C._compiled_kernel(plan["library"], step, device.index or 0, label)
-               for step, label in labels}
+    kernel_steps = [step for step in plan["steps"] if step["kind"] == "kernel"]
+    labels = [(step["name"], f"{name}.{step['name']} [{step.get('summary', '')}]") for step in kernel_steps]
+    t_load = time.perf_counter()
+    handles = {step["name"]: _C._compiled_kernel(step["library"], step["name"], device.index or 0, label)
+               for step, (_, label) in zip(kernel_steps, labels)}
+    load_seconds = time.perf_counter() - t_load
     builder = WrapperBuilder(gm, plan, device, name)
     try:
         fn, source = builder.build(handles)
@@ -241,7 +243,10 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "forw
                                     device=device, lifted=constants)
     elapsed = time.perf_counter() - t0
     cache = plan.get("cache")
-    metrics.record_graph(plan, elapsed)
+    stats = plan.get("stats", {})
+    in_native = sum(stats.get(k, 0.0) for k in ("lower_seconds", "codegen_seconds", "build_seconds"))
+    metrics.record_graph(plan, elapsed, python_seconds=elapsed - load_seconds - in_native,
+                         load_seconds=load_seconds)
     if cache and not cache["hit"]:
         log.info("openneuron: kernel cache miss for %s: %s", name, cache["miss_reason"])
     if s.debug_dir:
@@ -341,9 +346,13 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     s = settings()
     if s.precompile:
         precompile.enable()
+    t0, ours_before = time.perf_counter(), metrics.compile_seconds()
     with without_inductor_backends():
         if s.saves_graphs:
             if s.cache_enabled:
                 torch_source_key.prime(s.cache_dir)
-            return _run_savable(gm, example_inputs, **kwargs)
-        return _aot_backend()(gm, example_inputs, **kwargs)
+            compiled = _run_savable(gm, example_inputs, **kwargs)
+        else:
+            compiled = _aot_backend()(gm, example_inputs, **kwargs)
+    metrics.record_frame(time.perf_counter() - t0, metrics.compile_seconds() - ours_before)
+    return compiled

@@ -143,7 +143,7 @@ class NeuronOutputCode(OutputCode):
                    "cache_max_bytes": s.cache_max_bytes}
         plan = self._plan(options)
         report_fallbacks(self.name, plan["fallbacks"])
-        handles = self._handles(plan.get("library", ""))
+        handles = self._handles(plan["kernel_libraries"])
         scope = {**wrapper_globals(torch.device("neuron", self.device_index)), **values, "_k": handles}
         exec(program, scope)
         fn = scope[self.name]
@@ -152,31 +152,40 @@ class NeuronOutputCode(OutputCode):
         return with_constants(fn, lifted) if lifted else fn
 
     def _plan(self, options):
-        """The saved plan with its kernel library from the kernel cache; when
-        the library is not there (evicted, corrupt, another toolchain), the
-        stored graph is lowered and its library built again."""
+        """The saved plan with each kernel's library from the kernel cache;
+        when one is not there (evicted, corrupt, another toolchain), the
+        stored graph is lowered and its libraries found or built again."""
         saved = self.plan  # always there: graphs saved by another build are not loaded (code_tag)
-        if not saved["source_digest"]:  # no generated kernels
-            return {**saved, "library": ""}
-        found = _native.find_kernel_library(saved["source_digest"], options)
-        if found["hit"]:
-            return {**saved, "library": found["library"], "cache": {"hit": True, "key": found["key"]}}
-        log.info("openneuron: the kernel library of graph %s is built again: %s", self.name, found["miss_reason"])
-        return _native.compile_graph(self.graph, options)
+        paths = {}
+        for digest in set(saved["kernel_libraries"].values()):
+            found = _native.find_kernel_library(digest, options)
+            if not found["hit"]:
+                log.info("openneuron: the kernels of graph %s are built again: %s", self.name, found["miss_reason"])
+                plan = _native.compile_graph(self.graph, options)
+                return {**plan, "kernel_libraries": kernel_libraries(plan)}
+            paths[digest] = found["library"]
+        return {**saved, "kernel_libraries": {name: paths[d] for name, d in saved["kernel_libraries"].items()},
+                "cache": {"hit": True}}
 
-    def _handles(self, library):
-        return {step: _C._compiled_kernel(library, step, self.device_index, label)
+    def _handles(self, libraries):
+        return {step: _C._compiled_kernel(libraries[step], step, self.device_index, label)
                 for step, label in self.kernels}
+
+
+def kernel_libraries(plan):
+    """Each kernel step's library path."""
+    return {step["name"]: step["library"] for step in plan["steps"] if step["kind"] == "kernel"}
 
 
 def saved_plan(plan):
     """What a loaded graph needs of its compile plan besides the wrapper: the
     ops it runs through eager kernels (warned about again), its metrics, and
-    the digest its kernel library is found by."""
+    the digest each kernel's library is found by."""
     stats = plan.get("stats", {})
+    digest_of = {lib["path"]: lib["source_digest"] for lib in plan.get("libraries", [])}
     return {"fallbacks": plan["fallbacks"], "externs": plan.get("externs", []),
             "stats": {k: stats[k] for k in ("kernels", "kernel_launches", "buffers_reused") if k in stats},
-            "source_digest": plan.get("cache", {}).get("source_digest", "")}
+            "kernel_libraries": {name: digest_of[path] for name, path in kernel_libraries(plan).items()}}
 
 
 def output_code(fn, *, name, source, program, globals_, graph, options, plan, handles_labels, device, lifted):

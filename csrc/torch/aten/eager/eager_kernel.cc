@@ -30,14 +30,14 @@ namespace {
 // A compiled eager graph: its kernels, launched in order (none: no kernel).
 struct EagerKernel {
   struct Step {
-    std::string entry;
+    std::string entry, library;
     std::vector<int> bindings;     // the graph input bound to each kernel buffer
     std::vector<int64_t> handles;  // per device, once loaded (-1: not yet)
   };
   bool ok = false;
   std::string why_not;  // when not ok
   bool built = false;  // not found in the persistent kernel cache
-  std::string library, label;
+  std::string label;
   std::vector<Step> steps;
 };
 
@@ -103,6 +103,7 @@ std::shared_ptr<EagerKernel> compile(const std::string& name, const std::string&
   for (const auto& step : steps.items()) {
     EagerKernel::Step st;
     st.entry = step.at("name").as_string();
+    st.library = step.at("library").as_string();
     for (const auto& id : step.at("buffers").items()) {
       auto it = input_of_id.find(id.as_int());
       if (it == input_of_id.end()) return k;
@@ -110,7 +111,6 @@ std::shared_ptr<EagerKernel> compile(const std::string& name, const std::string&
     }
     k->steps.push_back(std::move(st));
   }
-  k->library = plan.at("library").as_string();
   k->built = !plan.at("cache").at("hit").as_bool();
   k->label = "eager kernel: " + name;
   k->ok = true;
@@ -136,7 +136,7 @@ std::shared_ptr<EagerKernel> kernel_for(const std::string& name, const std::stri
   if (slot->ok) {
     for (auto& st : slot->steps) {
       if (st.handles.size() <= static_cast<size_t>(device)) st.handles.resize(device + 1, -1);
-      if (st.handles[device] < 0) st.handles[device] = compiled_kernel(slot->library, st.entry, device, slot->label);
+      if (st.handles[device] < 0) st.handles[device] = compiled_kernel(st.library, st.entry, device, slot->label);
     }
   }
   return slot;
