@@ -2,6 +2,9 @@
 
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/amax.h>
+#include <ATen/ops/amin.h>
+#include <ATen/ops/eq.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
 
@@ -392,6 +395,34 @@ bool stack_op(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit
   return true;
 }
 
+// equal(self, other): the same sizes and every element equal (NaN is not),
+// as one device reduction read back; dtypes must match, as on the CPU.
+bool equal_op(const c10::OperatorHandle& op, c10::DeviceIndex, torch::jit::Stack* stack) {
+  Args args = args_of(op, stack);
+  const at::Tensor self = args[0].toTensor(), other = args[1].toTensor();
+  if (self.device() != other.device() || self.device().type() != kNeuron) return false;
+  TORCH_CHECK(self.scalar_type() == other.scalar_type(), "equal: expected object of scalar type ",
+              self.scalar_type(), " but got scalar type ", other.scalar_type(), " for argument 'other'");
+  const bool result = self.sizes() == other.sizes() && (self.numel() == 0 || at::eq(self, other).all().item<bool>());
+  torch::jit::drop(*stack, args.size());
+  stack->emplace_back(result);
+  return true;
+}
+
+// max(self) and min(self): amax and amin over every dim, which have device
+// kernels; an empty input is an error, as on the CPU.
+bool extreme_of_all(const c10::OperatorHandle& op, c10::DeviceIndex, torch::jit::Stack* stack, bool max) {
+  Args args = args_of(op, stack);
+  const at::Tensor self = args[0].toTensor();
+  if (self.device().type() != kNeuron) return false;
+  TORCH_CHECK(self.numel() > 0, max ? "max()" : "min()",
+              ": Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the "
+              "'dim' argument.");
+  at::Tensor out = max ? at::amax(self) : at::amin(self);
+  finish(stack, args.size(), {out});
+  return true;
+}
+
 const std::unordered_map<std::string, Handler>& handlers() {
   static const auto* table = new std::unordered_map<std::string, Handler>{
       {"aten::index_select", [](auto& op, auto d, auto* s) { return index_select(op, d, s, false); }},
@@ -415,6 +446,9 @@ const std::unordered_map<std::string, Handler>& handlers() {
       {"aten::arange.start_out", [](auto& op, auto d, auto* s) { return ramp(op, d, s, false); }},
       {"aten::linspace.out", [](auto& op, auto d, auto* s) { return ramp(op, d, s, true); }},
       {"aten::stack", stack_op},
+      {"aten::equal", equal_op},
+      {"aten::max", [](auto& op, auto d, auto* s) { return extreme_of_all(op, d, s, true); }},
+      {"aten::min", [](auto& op, auto d, auto* s) { return extreme_of_all(op, d, s, false); }},
   };
   return *table;
 }
