@@ -149,6 +149,24 @@ def test_indexing_scan_and_loss_kernels_run_on_the_device():
     """, env=VULKAN, timeout=400)
 
 
+def test_signed_integers_and_sign_bits_match_cpu():
+    # Lavapipe zero-extended int32 values read into int64 arithmetic
+    # (abs(-3) was -3); signbit is a kernel of its own for every dtype.
+    run_python("""
+    import torch
+    ints = torch.tensor([-3, 0, 5, -1, -2**31, 2**31 - 1], dtype=torch.int32)
+    floats = torch.tensor([-1.0, 0.0, -0.0, 2.0, float("nan"), -float("nan"), -float("inf")])
+    torch.neuron.reset_eager_kernel_report()
+    for t in [ints, ints.to(torch.int64), ints.to(torch.int16), ints.to(torch.int8), floats, floats.half(),
+              floats.bfloat16()]:
+        x = t.to("neuron")
+        for f in (torch.abs, torch.signbit, torch.amax, torch.amin, lambda v: v < 0, lambda v: v * 2):
+            torch.testing.assert_close(f(x).cpu(), f(t), rtol=0, atol=0, equal_nan=True, msg=str(t.dtype))
+    declined = [r for r in torch.neuron.eager_kernel_report() if "signbit" in r["op"] and r["declined"]]
+    assert not declined, declined
+    """, env=VULKAN)
+
+
 def test_pinned_non_blocking_copies_streams_and_events():
     run_python("""
     import torch

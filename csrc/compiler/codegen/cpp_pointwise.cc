@@ -74,6 +74,10 @@ std::string pointwise_cpp(const std::string& op, const std::string& ct, const st
       {"bitwise_xor", "on_bitwise_xor($a, $b)"},
       {"where", "($a ? $b : $c)"},
   };
+  if (op == "signbit")
+    return ct == "float" || ct == "double" ? fill_op_pattern("on_signbit($a)", ct, a, b, c)
+           : ct == "bool"                  ? "false"
+                                           : fill_op_pattern("($a < ($t)0)", ct, a, b, c);
   auto it = patterns.find(op);
   if (it == patterns.end()) throw CompileError("no code pattern for pointwise op " + op);
   return fill_op_pattern(it->second, ct, a, b, c);

@@ -69,7 +69,8 @@ std::string literal(double v, bool is_int, const std::string& t) {
 
 bool yields_bool(const std::string& op) {
   static const std::set<std::string> ops = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and",
-                                            "logical_or", "logical_xor", "logical_not", "isnan"};
+                                            "logical_or", "logical_xor", "logical_not", "isnan",
+                                            "signbit"};
   return ops.count(op) > 0;
 }
 
@@ -152,6 +153,9 @@ class GlslKernelWriter {
     const std::string vt = value_type(n);
     if (n->dtype == DType::BFloat16) return "on_bf16_load(" + raw + ")";
     if (n->dtype == DType::Bool) return "(" + raw + " != uint8_t(0))";
+    // Lavapipe (Mesa 22.3) zero-extends an int32 read from a buffer
+    // reference into int64 (abs(-3) gave -3); the sign is extended by hand.
+    if (n->dtype == DType::Int32 && vt == "int64_t") return "on_sext32(" + raw + ")";
     return convert(raw, glsl_storage_type(n->dtype), vt);
   }
 

@@ -82,6 +82,11 @@ std::string pointwise_glsl(const std::string& op, const std::string& ct, const s
       "erfc", "sigmoid", "pow", "atan2"};
   // Integer operands of ops GLSL defines on floats only.
   static const std::set<std::string> no_integer = {"isnan"};
+  if (op == "signbit")  // the sign bit itself: set for -0.0 and negative NaN
+    return ct == "float"    ? fill_op_pattern("((floatBitsToUint($a) >> 31) != 0u)", ct, a, b, c)
+           : ct == "double" ? fill_op_pattern("((unpackDouble2x32($a).y >> 31) != 0u)", ct, a, b, c)
+           : ct == "bool"   ? "false"
+                            : fill_op_pattern("($a < $t(0))", ct, a, b, c);
   auto it = patterns.find(op);
   if (it == patterns.end()) throw UnsupportedError("no GLSL pattern for pointwise op " + op);
   if (ct == "double" && float_only.count(op) && op != "pow")

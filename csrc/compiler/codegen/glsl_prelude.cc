@@ -17,6 +17,8 @@ const char* const kGlslPrelude = R"GLSL(
 #define ON_NAN uintBitsToFloat(0x7fc00000u)
 #define ON_INF uintBitsToFloat(0x7f800000u)
 
+int64_t on_sext32(int32_t v) { return (int64_t(uint32_t(v)) ^ 0x80000000L) - 0x80000000L; }
+
 // Integer division rounding down, and the matching remainder; written with
 // truncating division only (GLSL leaves % of negative operands undefined).
 int64_t on_floordiv(int64_t a, int64_t b) {

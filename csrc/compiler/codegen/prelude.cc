@@ -110,6 +110,10 @@ template <typename T> static inline T on_sign(T a) {
   if (a != a) return a;
   return static_cast<T>((a > T(0)) - (a < T(0)));
 }
+// The sign bit itself (-0.0 and negative NaN too), read as bits: GCC 12
+// crashes on std::signbit in a vectorised loop that converts bfloat16.
+static inline bool on_signbit(float a) { uint32_t u; std::memcpy(&u, &a, 4); return u >> 31; }
+static inline bool on_signbit(double a) { uint64_t u; std::memcpy(&u, &a, 8); return u >> 63; }
 template <typename T> static inline T on_maximum(T a, T b) { return (a != a || a > b) ? a : b; }
 template <typename T> static inline T on_minimum(T a, T b) { return (a != a || a < b) ? a : b; }
 template <typename T> static inline T on_floor(T a) { return std::floor(a); }

@@ -31,7 +31,7 @@ const std::map<std::string, PointwiseLowering>& pointwise_table() {
       {"aten.relu", {"relu", 1, false}},     {"aten.frac", {"frac", 1, false}},
       {"aten.logical_not", {"logical_not", 1, true}},
       {"aten.bitwise_not", {"bitwise_not", 1, false}},
-      {"aten.isnan", {"isnan", 1, true}},
+      {"aten.isnan", {"isnan", 1, true}},    {"aten.signbit", {"signbit", 1, true}},
       {"aten.add", {"add", 2, false}},       {"aten.sub", {"sub", 2, false}},
       {"aten.mul", {"mul", 2, false}},       {"aten.div", {"div", 2, false}},
       {"aten.maximum", {"maximum", 2, false}}, {"aten.minimum", {"minimum", 2, false}},
