@@ -162,6 +162,12 @@ def test_signed_integers_and_sign_bits_match_cpu():
         x = t.to("neuron")
         for f in (torch.abs, torch.signbit, torch.amax, torch.amin, lambda v: v < 0, lambda v: v * 2):
             torch.testing.assert_close(f(x).cpu(), f(t), rtol=0, atol=0, equal_nan=True, msg=str(t.dtype))
+    # The library's kernels (scan, arg extremes, scatter) read int32 too.
+    t = torch.tensor([[-3, 0, 5, -1, -7], [2, -9, 4, -4, 1]], dtype=torch.int32)
+    index = torch.tensor([[0, 1, 2, 3, 4]] * 2)
+    for f in (lambda v: v.cumsum(1), lambda v: v.argmax(1), lambda v: v.max(1).values,
+              lambda v: torch.zeros_like(v).scatter_add(1, index.to(v.device), v)):
+        assert torch.equal(f(t.to("neuron")).cpu(), f(t)), (f(t.to("neuron")).cpu(), f(t))
     declined = [r for r in torch.neuron.eager_kernel_report() if "signbit" in r["op"] and r["declined"]]
     assert not declined, declined
     """, env=VULKAN)

@@ -50,6 +50,10 @@ std::string fill(std::string text, const Type& t) {
   for (const auto& [key, with] : keys)
     for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + with.size()))
       text.replace(at, key.size(), with);
+  // int32 reads widened by hand (glsl_kernel.cc: lavapipe zero-extends them).
+  for (size_t at = text.find("int64_t(OnRef_int32_t("); at != std::string::npos;
+       at = text.find("int64_t(OnRef_int32_t(", at))
+    text.replace(at, 7, "on_sext32");
   // $V(x): the closing parenthesis needs one more for the integer form.
   for (size_t at = text.find("$V("); at != std::string::npos; at = text.find("$V(", at)) {
     const size_t close = text.find(')', at);
