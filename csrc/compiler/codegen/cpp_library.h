@@ -12,5 +12,8 @@ extern const char* const kCppLibrarySource;
 // gather, scatter, embedding_backward, nll_loss_forward/backward, scan,
 // arg_extreme, ramp; one entry per dtype (_f32, _i64, ...) or element size (_e4).
 extern const char* const kCppIndexingLibrarySource;
+// Random kernels (cpp_library_random.cc): random_uniform, random_normal,
+// random_bernoulli, random_bernoulli_tensor, random_integers; Philox draws.
+extern const char* const kCppRandomLibrarySource;
 
 }  // namespace openneuron::compiler

@@ -29,7 +29,7 @@ std::array<int64_t, 3> CppTarget::launch_grid(const KernelGroup&) const {
 }
 
 std::string CppTarget::library_source() const {
-  return std::string(kCppLibrarySource) + kCppIndexingLibrarySource;
+  return std::string(kCppLibrarySource) + kCppIndexingLibrarySource + kCppRandomLibrarySource;
 }
 
 std::vector<std::pair<std::string, std::string>> CppTarget::cache_key_parts() const {

@@ -102,8 +102,8 @@ std::string gemm_kernel(const std::string& t, const std::string& suffix) {
 }  // namespace
 
 std::string glsl_library_source() {
-  return std::string(kDoubleBits) + kGlslIndexingShared + gemm_kernel("float", "f32") + gemm_kernel("double", "f64") +
-         glsl_indexing_library_entries();
+  return std::string(kDoubleBits) + kGlslIndexingShared + kGlslRandomShared + gemm_kernel("float", "f32") +
+         gemm_kernel("double", "f64") + glsl_indexing_library_entries() + glsl_random_library_entries();
 }
 
 }  // namespace openneuron::compiler

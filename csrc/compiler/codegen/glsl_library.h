@@ -20,4 +20,9 @@ std::string glsl_library_source();
 extern const char* const kGlslIndexingShared;
 std::string glsl_indexing_library_entries();
 
+// The random kernels (glsl_library_random.cc): the C++ library's
+// (cpp_library_random.cc) entries, and the Philox draw they share.
+extern const char* const kGlslRandomShared;
+std::string glsl_random_library_entries();
+
 }  // namespace openneuron::compiler

@@ -27,6 +27,7 @@
 #include "torch/aten/eager/decomposition_fallback.h"
 #include "torch/aten/eager/foreach.h"
 #include "torch/aten/eager/indexing_ops.h"
+#include "torch/aten/eager/random_ops.h"
 #include "torch/aten/op_info.h"
 #include "torch/runtime/sync_debug.h"
 #include "torch/aten/router.h"
@@ -233,6 +234,11 @@ void route_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet,
   // makes metadata and leaves a chain alone.
   if (!info.force_cpu_fallback && hold_for_fusion(op, info, device, stack)) return;
   if (!info.is_view) flush_held_calls(device);
+  // Random ops draw on the device from the neuron generator itself.
+  if (!host_addressable() && !info.force_cpu_fallback &&
+      (!info.generator_args.empty() || op.schema().name() == "aten::native_dropout") && settings().eager_kernels &&
+      !has_layout_tensors(*stack, op.schema()) && run_random_op(op, device, stack))
+    return;
   auto generators = use_engine_generators(info, op.schema(), *stack, device);
   // Without host-addressable memory only dense view ops run on CPU views
   // (metadata only); a sparse or quantized tensor's view would read it.

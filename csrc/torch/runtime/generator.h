@@ -7,6 +7,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
 
+#include <utility>
+
 namespace openneuron::integration {
 
 class NeuronGenerator final : public c10::GeneratorImpl {
@@ -21,11 +23,18 @@ class NeuronGenerator final : public c10::GeneratorImpl {
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
   // The CPU engine that host kernels draw from.
   const at::Generator& engine() const { return engine_; }
+  // Device kernels draw Philox numbers (cpp_library_random.cc) at (seed,
+  // offset): a call takes the current offset and advances it by one, so
+  // every call draws new numbers and a seed replays them. The offset is
+  // part of the state (get_state), as on CUDA, so fork_rng and activation
+  // checkpointing replay device draws too. Caller holds mutex_.
+  std::pair<uint64_t, uint64_t> next_philox_draw();
   static c10::DeviceType device_type();
 
  private:
   NeuronGenerator* clone_impl() const override;
   at::Generator engine_;
+  uint64_t philox_offset_ = 0;
 };
 
 const at::Generator& default_generator(c10::DeviceIndex device);

@@ -1,0 +1,218 @@
+#include "torch/aten/eager/random_ops.h"
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/Exception.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "torch/aten/eager/library_kernels.h"
+#include "torch/runtime/compiled_kernels.h"
+#include "torch/runtime/device.h"
+#include "torch/runtime/generator.h"
+
+namespace openneuron::integration {
+namespace {
+
+using Args = c10::ArrayRef<c10::IValue>;
+
+Args args_of(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t n = op.schema().arguments().size();
+  return Args(stack->data() + stack->size() - n, n);
+}
+
+int64_t bits(double v) {
+  int64_t b;
+  std::memcpy(&b, &v, 8);
+  return b;
+}
+
+// The library's entry suffix for a dtype the kernels write directly.
+const char* suffix(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "f32";
+    case at::kDouble: return "f64";
+    case at::kLong: return "i64";
+    case at::kInt: return "i32";
+    case at::kShort: return "i16";
+    case at::kChar: return "i8";
+    case at::kByte: case at::kBool: return "u8";
+    default: return nullptr;
+  }
+}
+
+// The generator a call draws from: its argument, or the device's default.
+NeuronGenerator* generator_of(const c10::IValue& arg, c10::DeviceIndex device) {
+  if (arg.isNone()) return default_generator(device).get<NeuronGenerator>();
+  const at::Generator gen = arg.toGenerator();
+  TORCH_CHECK(gen.device().type() == kNeuron, "Expected a 'neuron' device type for generator but found '",
+              gen.device().type(), "'");
+  return gen.get<NeuronGenerator>();
+}
+
+// Fills `self` with kernel `kind` (scalars a and b after n, seed, offset;
+// `p`: a probability per element). A dtype the kernel lacks (float16,
+// bfloat16) or a layout it does not write (strided) is drawn into a
+// contiguous float32 or `self`-typed buffer and copied in on the device.
+bool fill(const at::Tensor& self, const std::string& kind, NeuronGenerator* gen, int64_t a, int64_t b,
+          const at::Tensor* p = nullptr) {
+  const c10::DeviceIndex device = self.device().index();
+  const bool floating_only = kind == "random_uniform" || kind == "random_normal" || kind == "random_bernoulli_tensor";
+  at::ScalarType dtype = self.scalar_type();
+  if (dtype == at::kHalf || dtype == at::kBFloat16) dtype = at::kFloat;
+  const char* s = suffix(dtype);
+  if (!s || (floating_only && !at::isFloatingType(dtype))) return false;
+  const int64_t kernel = library_kernel(device, kind + "_" + s);
+  if (kernel < 0) return false;  // (a float64 normal on GLSL: no float64 log)
+  if (self.numel() == 0) return true;
+  const bool direct = dtype == self.scalar_type() && self.is_contiguous();
+  at::Tensor out = direct ? self : at::empty(self.sizes(), self.options().dtype(dtype));
+  std::vector<at::Tensor> buffers;
+  if (p) buffers.push_back(p->to(dtype).expand(self.sizes()).contiguous());
+  buffers.push_back(out);
+  uint64_t seed, offset;
+  {
+    std::lock_guard<std::mutex> lock(gen->mutex_);
+    std::tie(seed, offset) = gen->next_philox_draw();
+  }
+  launch_compiled_kernel(kernel, buffers,
+                         {self.numel(), static_cast<int64_t>(seed), static_cast<int64_t>(offset), a, b});
+  if (!direct) self.copy_(out);
+  return true;
+}
+
+void finish(torch::jit::Stack* stack, size_t num_args, c10::IValue result) {
+  torch::jit::drop(*stack, num_args);
+  stack->emplace_back(std::move(result));
+}
+
+// uniform_(self, from, to) and normal_(self, mean, std).
+bool uniform_or_normal(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack, bool normal) {
+  Args args = args_of(op, stack);
+  const at::Tensor self = args[0].toTensor();
+  const double a = args[1].toDouble(), b = args[2].toDouble();
+  if (normal ? !(b >= 0) : !(a <= b && std::isfinite(a) && std::isfinite(b))) return false;  // the CPU raises
+  if (!fill(self, normal ? "random_normal" : "random_uniform", generator_of(args[3], device), bits(a), bits(b)))
+    return false;
+  finish(stack, args.size(), self);
+  return true;
+}
+
+// bernoulli_(self, p) with a float p.
+bool bernoulli_scalar(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack) {
+  Args args = args_of(op, stack);
+  const at::Tensor self = args[0].toTensor();
+  const double p = args[1].toDouble();
+  if (!(p >= 0 && p <= 1)) return false;
+  if (!fill(self, "random_bernoulli", generator_of(args[2], device), bits(p), 0)) return false;
+  finish(stack, args.size(), self);
+  return true;
+}
+
+// bernoulli_(self, p) with a tensor p, and bernoulli(p) (a new tensor of
+// p's dtype). p's elements must lie in [0, 1] (read back, as the CPU checks).
+bool bernoulli_tensor(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack, bool inplace) {
+  Args args = args_of(op, stack);
+  const at::Tensor p = inplace ? args[1].toTensor() : args[0].toTensor();
+  if (p.device() != c10::Device(kNeuron, device) || !at::isFloatingType(p.scalar_type())) return false;
+  at::Tensor self = inplace ? args[0].toTensor() : at::empty_like(p, at::MemoryFormat::Contiguous);
+  if (inplace && !at::isFloatingType(self.scalar_type())) return false;
+  if (p.numel() > 0 && !p.ge(0).logical_and(p.le(1)).all().item().toBool()) return false;  // the CPU raises
+  if (!fill(self, "random_bernoulli_tensor", generator_of(args[inplace ? 2 : 1], device), 0, 0, &p)) return false;
+  finish(stack, args.size(), self);
+  return true;
+}
+
+// random_(self, from, to) and random_(self, to): integers in [from, to),
+// where `self`'s dtype holds them exactly.
+bool random_range(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack, bool has_from) {
+  Args args = args_of(op, stack);
+  const at::Tensor self = args[0].toTensor();
+  const int64_t from = has_from ? args[1].toInt() : 0;
+  const c10::IValue& to_arg = args[has_from ? 2 : 1];
+  if (to_arg.isNone() || to_arg.toInt() <= from) return false;  // default ranges and errors: the CPU's
+  const int64_t to = to_arg.toInt();
+  // The values self's dtype holds exactly; past them the CPU raises.
+  const at::ScalarType t = self.scalar_type();
+  int64_t low = 0, high = 0;
+  switch (t) {
+    case at::kFloat: low = -(1LL << 24), high = 1LL << 24; break;
+    case at::kDouble: low = -(1LL << 53), high = 1LL << 53; break;
+    case at::kLong: low = INT64_MIN, high = INT64_MAX; break;
+    case at::kInt: low = INT32_MIN, high = INT32_MAX; break;
+    case at::kShort: low = INT16_MIN, high = INT16_MAX; break;
+    case at::kChar: low = INT8_MIN, high = INT8_MAX; break;
+    case at::kByte: low = 0, high = UINT8_MAX; break;
+    default: return false;
+  }
+  if (from < low || to - 1 > high) return false;
+  if (!fill(self, "random_integers", generator_of(args[has_from ? 3 : 2], device), from, to - from)) return false;
+  finish(stack, args.size(), self);
+  return true;
+}
+
+// native_dropout(input, p, train) -> (input * mask / (1 - p), mask), as the
+// CPU: the mask is bool, p = 1 gives zeros.
+bool native_dropout(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack) {
+  Args args = args_of(op, stack);
+  const at::Tensor input = args[0].toTensor();
+  const double p = args[1].toDouble();
+  const bool train = args[2].isNone() || args[2].toBool();
+  if (input.numel() == 0 || !at::isFloatingType(input.scalar_type())) return false;
+  at::Tensor output, mask;
+  if (train) {
+    const double keep = 1 - p;
+    mask = at::empty_like(input, input.options().dtype(at::kBool), at::MemoryFormat::Contiguous);
+    if (!(keep >= 0 && keep <= 1) || !fill(mask, "random_bernoulli", generator_of(c10::IValue(), device), bits(keep), 0))
+      return false;
+    output = input.mul(mask).mul_(keep == 0 ? 0.0 : 1.0 / keep);
+  } else {
+    mask = at::empty_like(input, input.options().dtype(at::kBool));
+    mask.fill_(true);
+    output = input.clone();
+  }
+  torch::jit::drop(*stack, args.size());
+  stack->emplace_back(output);
+  stack->emplace_back(mask);
+  return true;
+}
+
+using Handler = std::function<bool(const c10::OperatorHandle&, c10::DeviceIndex, torch::jit::Stack*)>;
+
+const std::unordered_map<std::string, Handler>& handlers() {
+  static const auto* table = new std::unordered_map<std::string, Handler>{
+      {"aten::uniform_", [](auto& op, auto d, auto* s) { return uniform_or_normal(op, d, s, false); }},
+      {"aten::normal_", [](auto& op, auto d, auto* s) { return uniform_or_normal(op, d, s, true); }},
+      {"aten::bernoulli_.float", bernoulli_scalar},
+      {"aten::bernoulli_.Tensor", [](auto& op, auto d, auto* s) { return bernoulli_tensor(op, d, s, true); }},
+      {"aten::bernoulli", [](auto& op, auto d, auto* s) { return bernoulli_tensor(op, d, s, false); }},
+      {"aten::random_.from", [](auto& op, auto d, auto* s) { return random_range(op, d, s, true); }},
+      {"aten::random_.to", [](auto& op, auto d, auto* s) { return random_range(op, d, s, false); }},
+      {"aten::native_dropout", native_dropout},
+  };
+  return *table;
+}
+
+}  // namespace
+
+bool run_random_op(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const auto& table = handlers();
+  auto it = table.find(schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name()));
+  if (it == table.end()) return false;
+  // The ops these kernels call are the op's own work: a Python dispatch
+  // mode sees the op, not them.
+  c10::impl::ExcludeDispatchKeyGuard no_python(
+      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+  return it->second(op, device, stack);
+}
+
+}  // namespace openneuron::integration
