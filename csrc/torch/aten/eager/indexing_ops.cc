@@ -423,6 +423,19 @@ bool extreme_of_all(const c10::OperatorHandle& op, c10::DeviceIndex, torch::jit:
   return true;
 }
 
+// eye(n, m, out=): zeros, then ones on the diagonal, as two device fills.
+bool eye_out(const c10::OperatorHandle& op, c10::DeviceIndex, torch::jit::Stack* stack, bool square) {
+  Args args = args_of(op, stack);
+  const int64_t n = args[0].toInt(), m = square ? n : args[1].toInt();
+  at::Tensor out = args[square ? 1 : 2].toTensor();
+  if (out.device().type() != kNeuron || n < 0 || m < 0) return false;  // the CPU raises
+  out.resize_({n, m});
+  out.zero_();
+  out.diagonal().fill_(1);
+  finish(stack, args.size(), {out});
+  return true;
+}
+
 const std::unordered_map<std::string, Handler>& handlers() {
   static const auto* table = new std::unordered_map<std::string, Handler>{
       {"aten::index_select", [](auto& op, auto d, auto* s) { return index_select(op, d, s, false); }},
@@ -447,6 +460,8 @@ const std::unordered_map<std::string, Handler>& handlers() {
       {"aten::linspace.out", [](auto& op, auto d, auto* s) { return ramp(op, d, s, true); }},
       {"aten::stack", stack_op},
       {"aten::equal", equal_op},
+      {"aten::eye.out", [](auto& op, auto d, auto* s) { return eye_out(op, d, s, true); }},
+      {"aten::eye.m_out", [](auto& op, auto d, auto* s) { return eye_out(op, d, s, false); }},
       {"aten::max", [](auto& op, auto d, auto* s) { return extreme_of_all(op, d, s, true); }},
       {"aten::min", [](auto& op, auto d, auto* s) { return extreme_of_all(op, d, s, false); }},
   };
