@@ -1,15 +1,21 @@
 #include "torch/aten/eager/indexing_ops.h"
 
+#include <ATen/TensorUtils.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/amax.h>
 #include <ATen/ops/amin.h>
+#include <ATen/ops/broadcast_tensors.h>
 #include <ATen/ops/eq.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros_like.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -423,6 +429,138 @@ bool extreme_of_all(const c10::OperatorHandle& op, c10::DeviceIndex, torch::jit:
   return true;
 }
 
+// Advanced indexing (x[i, :, j]) with integer index tensors: the indexed
+// dims' indices combine into one linear index over those dims, viewed as
+// one dim of `x`. As PyTorch, the broadcast index dims take the indexed
+// dims' place when those are adjacent, else they come first. A boolean
+// mask (its result's shape depends on the values) is left to other routes.
+struct LinearIndex {
+  at::Tensor x;           // self, its indexed dims first when not adjacent
+  int64_t first = 0;      // where the indexed dims start in x
+  int64_t count = 0;      // how many
+  int64_t block = 1;      // their elements
+  at::Tensor linear;      // broadcast index shape; `block` where an index is out of range
+  std::vector<at::Tensor> indices;
+  // x's shape with the indexed dims as one, and with them as the index's.
+  std::vector<int64_t> blocked_shape() const {
+    std::vector<int64_t> shape(x.sizes().begin(), x.sizes().begin() + first);
+    shape.push_back(block);
+    shape.insert(shape.end(), x.sizes().begin() + first + count, x.sizes().end());
+    return shape;
+  }
+  std::vector<int64_t> result_shape() const {
+    std::vector<int64_t> shape(x.sizes().begin(), x.sizes().begin() + first);
+    shape.insert(shape.end(), linear.sizes().begin(), linear.sizes().end());
+    shape.insert(shape.end(), x.sizes().begin() + first + count, x.sizes().end());
+    return shape;
+  }
+  // The CPU's error for the first index out of range (by indexed dim).
+  [[noreturn]] void raise_out_of_range() const {
+    for (int64_t j = 0; j < count; ++j) {
+      const at::Tensor i = indices[j].cpu().reshape(-1);
+      const int64_t size = x.size(first + j);
+      for (int64_t k = 0; k < i.numel(); ++k) {
+        const int64_t v = i[k].item<int64_t>();
+        TORCH_CHECK_INDEX(v >= -size && v < size, "index ", v, " is out of bounds for dimension ", j, " with size ",
+                          size);
+      }
+    }
+    TORCH_CHECK_INDEX(false, "index out of range");
+  }
+};
+
+std::optional<LinearIndex> linear_index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& list) {
+  if (self.device().type() != kNeuron || list.size() == 0 || static_cast<int64_t>(list.size()) > self.dim())
+    return std::nullopt;
+  LinearIndex li;
+  std::vector<int64_t> dims;
+  for (size_t d = 0; d < list.size(); ++d) {
+    const std::optional<at::Tensor> i = list.get(d);
+    if (!i.has_value() || !i->defined()) continue;
+    if (i->scalar_type() != at::kLong && i->scalar_type() != at::kInt) return std::nullopt;
+    if (i->device() != self.device() && !i->device().is_cpu()) return std::nullopt;
+    dims.push_back(static_cast<int64_t>(d));
+    li.indices.push_back(i->to(self.device(), at::kLong));
+  }
+  if (dims.empty()) return std::nullopt;
+  li.indices = at::broadcast_tensors(li.indices);
+  const bool adjacent = dims.back() - dims.front() + 1 == static_cast<int64_t>(dims.size());
+  std::vector<int64_t> order = dims;
+  for (int64_t d = 0; d < self.dim(); ++d)
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) order.push_back(d);
+  li.x = adjacent ? self : self.permute(order);
+  li.first = adjacent ? dims.front() : 0;
+  li.count = static_cast<int64_t>(dims.size());
+  for (int64_t j = 0; j < li.count; ++j) li.block *= li.x.size(li.first + j);
+  li.linear = at::zeros_like(li.indices[0]);
+  at::Tensor bad = at::zeros_like(li.indices[0], at::kBool);
+  int64_t stride = 1;
+  for (int64_t j = li.count - 1; j >= 0; --j) {
+    const int64_t size = li.x.size(li.first + j);
+    const at::Tensor& i = li.indices[j];
+    bad.logical_or_(i.lt(-size).logical_or_(i.ge(size)));
+    li.linear.add_(at::where(i.lt(0), i.add(size), i), stride);
+    stride *= size;
+  }
+  li.linear.masked_fill_(bad, li.block);  // out of range as a whole: the kernel reports it
+  return li;
+}
+
+// index(self, indices): index_select along the linear index.
+bool index_tensor(const c10::OperatorHandle& op, c10::DeviceIndex, torch::jit::Stack* stack) {
+  Args args = args_of(op, stack);
+  const auto li = linear_index(args[0].toTensor(), args[1].toOptionalTensorList());
+  if (!li) return false;
+  at::Tensor gathered;
+  try {
+    gathered = li->x.reshape(li->blocked_shape()).index_select(li->first, li->linear.reshape(-1));
+  } catch (const c10::IndexError&) {
+    li->raise_out_of_range();
+  }
+  finish(stack, args.size(), {gathered.view(li->result_shape())});
+  return true;
+}
+
+// index_put_(self, indices, values, accumulate) and its functional and
+// _impl forms: scatter (or scatter_add) along the linear index, into self
+// seen with its indexed dims as one.
+bool index_put(const c10::OperatorHandle& op, c10::DeviceIndex, torch::jit::Stack* stack, bool inplace) {
+  Args args = args_of(op, stack);
+  at::Tensor self = args[0].toTensor();
+  at::Tensor values = args[2].toTensor();
+  const bool accumulate = args[3].toBool();
+  // (x[i] = 2.0 sends a CPU scalar, as on CUDA)
+  if (values.device().is_cpu() && values.dim() == 0) values = values.to(self.device());
+  if (values.device() != self.device() || values.scalar_type() != self.scalar_type()) return false;
+  if (!inplace) self = self.clone();
+  const auto li = linear_index(self, args[1].toOptionalTensorList());
+  if (!li) return false;
+  // self with its indexed dims as one: a view, or a contiguous copy
+  // written back after (non-adjacent indexed dims, most often).
+  const auto target_shape = li->blocked_shape();
+  const bool viewable = at::detail::computeStride(li->x.sizes(), li->x.strides(), target_shape).has_value();
+  const at::Tensor staged = viewable ? li->x : li->x.contiguous();
+  at::Tensor target = staged.view(target_shape);
+  // values over the result's shape, the index along the blocked dim.
+  const std::vector<int64_t> result = li->result_shape();
+  std::vector<int64_t> flat(result.begin(), result.begin() + li->first);
+  flat.push_back(li->linear.numel());
+  flat.insert(flat.end(), result.begin() + li->first + li->linear.dim(), result.end());
+  const at::Tensor src = values.expand(result).reshape(flat);
+  std::vector<int64_t> index_view(flat.size(), 1);
+  index_view[li->first] = li->linear.numel();
+  const at::Tensor index = li->linear.reshape(index_view).expand(flat);
+  try {
+    if (accumulate) target.scatter_add_(li->first, index, src);
+    else target.scatter_(li->first, index, src);
+  } catch (const c10::IndexError&) {
+    li->raise_out_of_range();
+  }
+  if (!viewable) li->x.copy_(staged);
+  finish(stack, args.size(), {self});
+  return true;
+}
+
 // eye(n, m, out=): zeros, then ones on the diagonal, as two device fills.
 bool eye_out(const c10::OperatorHandle& op, c10::DeviceIndex, torch::jit::Stack* stack, bool square) {
   Args args = args_of(op, stack);
@@ -460,6 +598,10 @@ const std::unordered_map<std::string, Handler>& handlers() {
       {"aten::linspace.out", [](auto& op, auto d, auto* s) { return ramp(op, d, s, true); }},
       {"aten::stack", stack_op},
       {"aten::equal", equal_op},
+      {"aten::index.Tensor", index_tensor},
+      {"aten::index_put_", [](auto& op, auto d, auto* s) { return index_put(op, d, s, true); }},
+      {"aten::_index_put_impl_", [](auto& op, auto d, auto* s) { return index_put(op, d, s, true); }},
+      {"aten::index_put", [](auto& op, auto d, auto* s) { return index_put(op, d, s, false); }},
       {"aten::eye.out", [](auto& op, auto d, auto* s) { return eye_out(op, d, s, true); }},
       {"aten::eye.m_out", [](auto& op, auto d, auto* s) { return eye_out(op, d, s, false); }},
       {"aten::max", [](auto& op, auto d, auto* s) { return extreme_of_all(op, d, s, true); }},
