@@ -15,8 +15,9 @@ KIND   xfail    an OpenNeuron bug: the check fails (or errors) and must keep
                 (like the OpInfo's own "non-deterministic" ops); never an
                 unexpected pass
        skip     the item is not run (pathological in time); CHECK must be *
-MODE   host | fallback | protected | compile | cuda-dtypes: the entry applies to that run only
-       (default: every run; fallback entries also apply to protected runs)
+MODE   host | fallback | protected | compile | cuda-dtypes | vulkan: the entry applies to that run only
+       (default: every run; fallback entries also apply to protected runs, and
+       both to vulkan runs); protected-only: the protected run alone
 NAME   op full name (OpInfo name[.variant]) or module:<name>[:train|:eval]
 DTYPE  torch dtype name (float32, ...)
 CHECK  forward | inplace | out | backward | forward_ad (modules: forward |
@@ -36,7 +37,8 @@ _LINE = re.compile(r"^(\w+)(?:@([\w-]+))?\s+(\S+)\s+(\S+)\s+(\S+)\s+->\s+(\S.*)$
 # The protected driver (memory the host cannot address) runs every op on the
 # CPU-fallback path: the fallback path's entries apply to it too.
 # The vulkan driver is such a device too, with kernels of its own (GLSL).
-MODE_FAMILY = {"protected": ("protected", "fallback"), "vulkan": ("vulkan", "protected", "fallback")}
+# protected-only: rounding that depends on the protected driver's own kernels.
+MODE_FAMILY = {"protected": ("protected", "protected-only", "fallback"), "vulkan": ("vulkan", "protected", "fallback")}
 
 
 class Entry:
@@ -74,7 +76,7 @@ def load(path=DEFAULT_PATH):
             kind, mode, name, dtype, check, reason = m.groups()
             if kind not in KINDS:
                 raise ValueError(f"{path}:{n}: unknown kind {kind!r}")
-            if mode not in (None, "host", "fallback", "compile", "cuda-dtypes", "protected", "vulkan"):
+            if mode not in (None, "host", "fallback", "compile", "cuda-dtypes", "protected", "protected-only", "vulkan"):
                 raise ValueError(f"{path}:{n}: unknown mode {mode!r}")
             if kind == "skip" and check != "*":
                 raise ValueError(f"{path}:{n}: a skip entry skips the whole item (CHECK must be *)")
