@@ -124,6 +124,12 @@ def probe(req: dict) -> dict:
         out["transfers_per_step"] = {k: {"count": v["count"] / steps, "bytes": v["bytes"] / steps}
                                      for k, v in t.items()}
         out["fallback_ops"] = torch.neuron.fallback_report()
+        if cfg.compiled:
+            import openneuron.compiler
+
+            m = openneuron.compiler.metrics()  # where the first call's compile time went
+            out["compile_time"] = {**m["compile_time"], "kernels": m["kernels"],
+                                   "kernels_distinct": m["kernels_distinct"], "kernels_built": m["kernels_built"]}
     return out
 
 

@@ -365,6 +365,7 @@ def write_markdown(data: dict, path: str) -> str:
         "",
         *detail_table(data, notes),
         "",
+        *compile_breakdown_table(data),
     ]
     extra = _reference_notes(data) + _neuron_notes(data)
     if extra:
@@ -395,6 +396,29 @@ def _reference_notes(data: dict) -> list[str]:
         out.append(f"- `{wl['name']}`: {ref['label']}: {fmt(ref['throughput'])} {wl['unit']} "
                    f"(median, interleaved); share of it: {shares}.")
     return out
+
+
+def compile_breakdown_table(data: dict) -> list[str]:
+    """Where each neuron-compiled workload's cold compile went
+    (openneuron.compiler.metrics()["compile_time"] of the cold process)."""
+    phases = ("dynamo", "aot_autograd", "python", "lower", "codegen", "build", "load")
+    rows = []
+    for wl in data["workloads"]:
+        for key, r in wl["results"].items():
+            b = r.get("cold_compile_breakdown")
+            if b:
+                rows.append(f"| {wl['name']} | {fmt(r.get('cold_compile_s'))} | "
+                            + " | ".join(fmt(b.get(p, 0.0)) for p in phases)
+                            + f" | {b.get('kernels', 0)} / {b.get('kernels_distinct', 0)} / {b.get('kernels_built', 0)} |")
+    if not rows:
+        return []
+    return ["Cold compile of the neuron-compiled configurations, seconds by part (PyTorch's: Dynamo, "
+            "AOTAutograd; ours: Python-side preparation and wrapper, lowering and passes, code generation, "
+            "kernel builds, loading), and kernels launched / distinct / built:",
+            "",
+            "| workload | cold first call s | " + " | ".join(phases) + " | kernels |",
+            "|---|---:|" + "---:|" * len(phases) + "---:|",
+            *rows, ""]
 
 
 def _neuron_notes(data: dict) -> list[str]:

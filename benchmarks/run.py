@@ -289,6 +289,8 @@ def _merge_probes(r: dict, cold: dict | None, probe: dict) -> None:
         if cold.get("ok"):
             r["cold_compile_s"] = cold["first_call_s"]
             r["cold_peak_rss_mib"] = cold["peak_rss_mib"]
+            if "compile_time" in cold:
+                r["cold_compile_breakdown"] = cold["compile_time"]
         else:
             r["cold_compile_error"] = cold.get("error")
             r["cold_compile_log"] = cold.get("log")
