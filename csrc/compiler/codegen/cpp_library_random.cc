@@ -129,22 +129,18 @@ void random_integers(void** b, const int64_t* s, int64_t threads) {
   extern "C" void name(void** b, const int64_t* s, int64_t t) { call(b, s, t); } \
   extern "C" const int64_t name##_info[5] = {nb, 5, 1, 1, 1};
 #define RANDOM_FLOATS(name, nb) RANDOM_ENTRY(name##_f32, name<float>, nb) RANDOM_ENTRY(name##_f64, name<double>, nb)
+#define RANDOM_INTEGERS(name, nb)                                                                    \
+  RANDOM_ENTRY(name##_i64, name<int64_t>, nb) RANDOM_ENTRY(name##_i32, name<int32_t>, nb)            \
+  RANDOM_ENTRY(name##_i16, name<int16_t>, nb) RANDOM_ENTRY(name##_i8, name<int8_t>, nb)              \
+  RANDOM_ENTRY(name##_u8, name<uint8_t>, nb)
 
 RANDOM_FLOATS(random_uniform, 1)
 RANDOM_FLOATS(random_normal, 1)
 RANDOM_FLOATS(random_bernoulli_tensor, 2)
 RANDOM_FLOATS(random_bernoulli, 1)
-RANDOM_ENTRY(random_bernoulli_i64, random_bernoulli<int64_t>, 1)
-RANDOM_ENTRY(random_bernoulli_i32, random_bernoulli<int32_t>, 1)
-RANDOM_ENTRY(random_bernoulli_i16, random_bernoulli<int16_t>, 1)
-RANDOM_ENTRY(random_bernoulli_i8, random_bernoulli<int8_t>, 1)
-RANDOM_ENTRY(random_bernoulli_u8, random_bernoulli<uint8_t>, 1)
+RANDOM_INTEGERS(random_bernoulli, 1)
 RANDOM_FLOATS(random_integers, 1)
-RANDOM_ENTRY(random_integers_i64, random_integers<int64_t>, 1)
-RANDOM_ENTRY(random_integers_i32, random_integers<int32_t>, 1)
-RANDOM_ENTRY(random_integers_i16, random_integers<int16_t>, 1)
-RANDOM_ENTRY(random_integers_i8, random_integers<int8_t>, 1)
-RANDOM_ENTRY(random_integers_u8, random_integers<uint8_t>, 1)
+RANDOM_INTEGERS(random_integers, 1)
 )CPP";
 
 }  // namespace openneuron::compiler

@@ -32,26 +32,9 @@ namespace {
 
 using Args = c10::ArrayRef<c10::IValue>;
 
-const char* type_suffix(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat: return "f32";
-    case at::kDouble: return "f64";
-    case at::kLong: return "i64";
-    case at::kInt: return "i32";
-    case at::kShort: return "i16";
-    case at::kChar: return "i8";
-    case at::kByte: return "u8";
-    default: return nullptr;
-  }
-}
 
 bool float_type(at::ScalarType t) { return t == at::kFloat || t == at::kDouble; }
 
-int64_t bits(double v) {
-  int64_t out;
-  std::memcpy(&out, &v, sizeof out);
-  return out;
-}
 
 // A neuron tensor of `like`'s device.
 at::Tensor empty_on(const at::Tensor& like, c10::IntArrayRef sizes, at::ScalarType dtype) {
@@ -133,21 +116,13 @@ std::optional<std::vector<int64_t>> coords(int64_t dim, c10::IntArrayRef shape,
   return s;
 }
 
-void finish(torch::jit::Stack* stack, size_t num_args, std::vector<at::Tensor> outs) {
-  torch::jit::drop(*stack, num_args);
-  for (auto& t : outs) stack->emplace_back(std::move(t));
-}
 
 using Handler = std::function<bool(const c10::OperatorHandle&, c10::DeviceIndex, torch::jit::Stack*)>;
 
-Args args_of(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const size_t n = op.schema().arguments().size();
-  return Args(stack->data() + stack->size() - n, n);
-}
 
 // index_select(self, dim, index) and embedding(weight, indices, ...).
 bool index_select(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack, bool embedding) {
-  Args args = args_of(op, stack);
+  Args args = op_args(op, stack);
   const at::Tensor& self = args[0].toTensor();
   const at::Tensor& index = embedding ? args[1].toTensor() : args[2].toTensor();
   if (index.scalar_type() != at::kLong && index.scalar_type() != at::kInt) return false;
@@ -172,20 +147,20 @@ bool index_select(const c10::OperatorHandle& op, c10::DeviceIndex device, torch:
                         " at dimension ", dim);
     }
   }
-  finish(stack, args.size(), std::move(outs));
+  finish_op(stack, args.size(), std::move(outs));
   return true;
 }
 
 // embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
 bool embedding_backward(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack) {
-  Args args = args_of(op, stack);
+  Args args = op_args(op, stack);
   const at::Tensor& grad = args[0].toTensor();
   if (!float_type(grad.scalar_type())) return false;
   // A GPU target's kernel sums each column over every index (one
   // invocation per column): it counts no frequencies.
   const bool scale = args[4].toBool();
   if (!cpp_target(device) && (scale || !loops_fit(device, args[1].toTensor().numel()))) return false;
-  Launch k = find(device, std::string("embedding_backward_") + type_suffix(grad.scalar_type()));
+  Launch k = find(device, std::string("embedding_backward_") + library_type_suffix(grad.scalar_type()));
   if (!k.ok()) return false;
   std::vector<at::Tensor> outs = eager_outputs(op, eager_op(op), device, args);
   at::Tensor out = outs[0];
@@ -197,13 +172,13 @@ bool embedding_backward(const c10::OperatorHandle& op, c10::DeviceIndex device, 
   launch_compiled_kernel(k.kernel, {g, idx, out, err},
                          {idx.numel(), out.size(1), out.size(0), args[3].toInt(), scale});
   if (bad_index(err)) TORCH_CHECK_INDEX(false, "index out of range in self");
-  finish(stack, args.size(), std::move(outs));
+  finish_op(stack, args.size(), std::move(outs));
   return true;
 }
 
 // gather(self, dim, index, sparse_grad)
 bool gather(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack) {
-  Args args = args_of(op, stack);
+  Args args = op_args(op, stack);
   const at::Tensor& self = args[0].toTensor();
   const at::Tensor& index = args[2].toTensor();
   Launch k = find(device, "gather_e" + std::to_string(self.element_size()));
@@ -221,17 +196,17 @@ bool gather(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::
       TORCH_CHECK_INDEX(false, "index ", *bad, " is out of bounds for dimension ", dim, " with size ",
                         self.dim() ? self.size(dim) : 1);
   }
-  finish(stack, args.size(), std::move(outs));
+  finish_op(stack, args.size(), std::move(outs));
   return true;
 }
 
 // scatter.src / scatter.value / scatter_add, functional and in place.
 bool scatter(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack, int mode) {
-  Args args = args_of(op, stack);
+  Args args = op_args(op, stack);
   const EagerOp& e = eager_op(op);
   const at::Tensor& self = args[0].toTensor();
   const at::Tensor& index = args[2].toTensor();
-  const char* suffix = type_suffix(self.scalar_type() == at::kBool && mode != 1 ? at::kByte : self.scalar_type());
+  const char* suffix = library_type_suffix(self.scalar_type() == at::kBool && mode != 1 ? at::kByte : self.scalar_type());
   if (!suffix || index.scalar_type() != at::kLong) return false;
   Launch k = find(device, std::string("scatter_") + suffix);
   const int64_t dim = c10::maybe_wrap_dim(args[1].toInt(), std::max<int64_t>(self.dim(), 1));
@@ -247,23 +222,23 @@ bool scatter(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit:
   if (index.numel() > 0) {
     s->push_back(out.dim() ? out.size(dim) : 1);
     s->push_back(mode);
-    s->push_back(bits(value ? args[3].toScalar().toDouble() : 0.0));
+    s->push_back(double_bits(value ? args[3].toScalar().toDouble() : 0.0));
     at::Tensor err = error_word(out);
     launch_compiled_kernel(k.kernel, {out, index, src, err}, *s);
     if (auto bad = bad_index(err))
       TORCH_CHECK_INDEX(false, "index ", *bad, " is out of bounds for dimension ", dim, " with size ",
                         out.dim() ? out.size(dim) : 1);
   }
-  finish(stack, args.size(), std::move(outs));
+  finish_op(stack, args.size(), std::move(outs));
   return true;
 }
 
 // nll_loss_forward(self, target, weight, reduction, ignore_index) -> (output, total_weight)
 bool nll_loss_forward(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack) {
-  Args args = args_of(op, stack);
+  Args args = op_args(op, stack);
   const at::Tensor& self = args[0].toTensor();
   if (!float_type(self.scalar_type()) || self.dim() > 2 || args[1].toTensor().scalar_type() != at::kLong) return false;
-  Launch k = find(device, std::string("nll_loss_forward_") + type_suffix(self.scalar_type()));
+  Launch k = find(device, std::string("nll_loss_forward_") + library_type_suffix(self.scalar_type()));
   if (!k.ok() || !loops_fit(device, self.dim() == 2 ? self.size(0) / 64 : 1)) return false;
   std::vector<at::Tensor> outs = eager_outputs(op, eager_op(op), device, args);
   const bool weighted = args[2].isTensor() && args[2].toTensor().defined();
@@ -275,16 +250,16 @@ bool nll_loss_forward(const c10::OperatorHandle& op, c10::DeviceIndex device, to
   launch_compiled_kernel(k.kernel, {x, target, weight, outs[0], outs[1], err},
                          {n, c, weighted, args[3].toInt(), args[4].toInt()});
   if (auto bad = bad_index(err)) TORCH_CHECK_INDEX(false, "Target ", *bad, " is out of bounds.");
-  finish(stack, args.size(), std::move(outs));
+  finish_op(stack, args.size(), std::move(outs));
   return true;
 }
 
 // nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight)
 bool nll_loss_backward(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack) {
-  Args args = args_of(op, stack);
+  Args args = op_args(op, stack);
   const at::Tensor& self = args[1].toTensor();
   if (!float_type(self.scalar_type()) || self.dim() > 2 || args[2].toTensor().scalar_type() != at::kLong) return false;
-  Launch k = find(device, std::string("nll_loss_backward_") + type_suffix(self.scalar_type()));
+  Launch k = find(device, std::string("nll_loss_backward_") + library_type_suffix(self.scalar_type()));
   if (!k.ok()) return false;
   std::vector<at::Tensor> outs = eager_outputs(op, eager_op(op), device, args);
   if (!outs[0].is_contiguous()) return false;
@@ -296,18 +271,18 @@ bool nll_loss_backward(const c10::OperatorHandle& op, c10::DeviceIndex device, t
   launch_compiled_kernel(k.kernel, {go, target, weight, dense(args[6].toTensor()), outs[0], err},
                          {n, c, weighted, args[4].toInt(), args[5].toInt()});
   if (auto bad = bad_index(err)) TORCH_CHECK_INDEX(false, "Target ", *bad, " is out of bounds.");
-  finish(stack, args.size(), std::move(outs));
+  finish_op(stack, args.size(), std::move(outs));
   return true;
 }
 
 // cumsum / cumprod (self, dim, dtype)
 bool scan(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack, int mode) {
-  Args args = args_of(op, stack);
+  Args args = op_args(op, stack);
   const EagerOp& e = eager_op(op);
   if (e.form != EagerOp::Form::Functional) return false;
   std::vector<at::Tensor> outs = eager_outputs(op, e, device, args);
   at::Tensor out = outs[0];
-  const char* suffix = type_suffix(out.scalar_type());
+  const char* suffix = library_type_suffix(out.scalar_type());
   if (!suffix) return false;
   Launch k = find(device, std::string("scan_") + suffix);
   const at::Tensor& self = args[0].toTensor();
@@ -321,16 +296,16 @@ bool scan(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::St
                            {prod(sizes, 0, dim), sizes[dim], prod(sizes, dim + 1, sizes.size()), mode});
     if (!result.is_same(out)) TORCH_CHECK(copy_as_eager_kernel(out, result), "neuron: copy failed");
   }
-  finish(stack, args.size(), std::move(outs));
+  finish_op(stack, args.size(), std::move(outs));
   return true;
 }
 
 // argmax / argmin (self, dim?, keepdim) and max.dim / min.dim (self, dim, keepdim)
 bool extreme(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack, int mode,
              bool with_values) {
-  Args args = args_of(op, stack);
+  Args args = op_args(op, stack);
   const at::Tensor& self = args[0].toTensor();
-  const char* suffix = type_suffix(self.scalar_type());
+  const char* suffix = library_type_suffix(self.scalar_type());
   if (!suffix || eager_op(op).form != EagerOp::Form::Functional) return false;
   Launch k = find(device, std::string("arg_extreme_") + suffix);
   const int64_t line = args[1].isNone() || self.dim() == 0
@@ -353,15 +328,15 @@ bool extreme(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit:
     const at::Tensor indices = with_values ? outs[1] : outs[0];
     launch_compiled_kernel(k.kernel, {x, values, indices}, {outer, size, inner, mode, with_values});
   }
-  finish(stack, args.size(), std::move(outs));
+  finish_op(stack, args.size(), std::move(outs));
   return true;
 }
 
 // arange.start_out(start, end, step, out) and linspace.out(start, end, steps, out)
 bool ramp(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack, bool linspace) {
-  Args args = args_of(op, stack);
+  Args args = op_args(op, stack);
   const at::Tensor& out_arg = args[3].toTensor();
-  const char* suffix = type_suffix(out_arg.scalar_type());
+  const char* suffix = library_type_suffix(out_arg.scalar_type());
   // A floating arange is ATen's per-lane computation (a float step added
   // within each vector), which a plain start + i * step does not reproduce
   // bitwise: it stays on the CPU.
@@ -377,14 +352,14 @@ bool ramp(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::St
   const int64_t n = out.numel();
   double step = linspace ? (n > 1 ? (end - start) / static_cast<double>(n - 1) : 0.0) : args[2].toScalar().toDouble();
   const bool from_both_ends = linspace && n > 1;  // one step: the start, as the CPU
-  if (n > 0) launch_compiled_kernel(k.kernel, {out}, {n, bits(start), bits(step), from_both_ends, bits(end)});
-  finish(stack, args.size(), std::move(outs));
+  if (n > 0) launch_compiled_kernel(k.kernel, {out}, {n, double_bits(start), double_bits(step), from_both_ends, double_bits(end)});
+  finish_op(stack, args.size(), std::move(outs));
   return true;
 }
 
 // stack(tensors, dim): one device copy per tensor into its slice.
 bool stack_op(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack) {
-  Args args = args_of(op, stack);
+  Args args = op_args(op, stack);
   const auto tensors = args[0].toTensorVector();
   for (const auto& t : tensors)
     if (t.device().type() != kNeuron || t.is_conj() || t.is_neg()) return false;
@@ -397,14 +372,14 @@ bool stack_op(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit
     at::Tensor slice = out.select(dim, static_cast<int64_t>(i));
     if (tensors[i].numel() > 0 && !copy_as_eager_kernel(slice, tensors[i])) return false;
   }
-  finish(stack, args.size(), std::move(outs));
+  finish_op(stack, args.size(), std::move(outs));
   return true;
 }
 
 // equal(self, other): the same sizes and every element equal (NaN is not),
 // as one device reduction read back; dtypes must match, as on the CPU.
 bool equal_op(const c10::OperatorHandle& op, c10::DeviceIndex, torch::jit::Stack* stack) {
-  Args args = args_of(op, stack);
+  Args args = op_args(op, stack);
   const at::Tensor self = args[0].toTensor(), other = args[1].toTensor();
   if (self.device() != other.device() || self.device().type() != kNeuron) return false;
   TORCH_CHECK(self.scalar_type() == other.scalar_type(), "equal: expected object of scalar type ",
@@ -418,14 +393,14 @@ bool equal_op(const c10::OperatorHandle& op, c10::DeviceIndex, torch::jit::Stack
 // max(self) and min(self): amax and amin over every dim, which have device
 // kernels; an empty input is an error, as on the CPU.
 bool extreme_of_all(const c10::OperatorHandle& op, c10::DeviceIndex, torch::jit::Stack* stack, bool max) {
-  Args args = args_of(op, stack);
+  Args args = op_args(op, stack);
   const at::Tensor self = args[0].toTensor();
   if (self.device().type() != kNeuron) return false;
   TORCH_CHECK(self.numel() > 0, max ? "max()" : "min()",
               ": Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the "
               "'dim' argument.");
   at::Tensor out = max ? at::amax(self) : at::amin(self);
-  finish(stack, args.size(), {out});
+  finish_op(stack, args.size(), {out});
   return true;
 }
 
@@ -508,7 +483,7 @@ std::optional<LinearIndex> linear_index(const at::Tensor& self, const c10::List<
 
 // index(self, indices): index_select along the linear index.
 bool index_tensor(const c10::OperatorHandle& op, c10::DeviceIndex, torch::jit::Stack* stack) {
-  Args args = args_of(op, stack);
+  Args args = op_args(op, stack);
   const auto li = linear_index(args[0].toTensor(), args[1].toOptionalTensorList());
   if (!li) return false;
   at::Tensor gathered;
@@ -517,7 +492,7 @@ bool index_tensor(const c10::OperatorHandle& op, c10::DeviceIndex, torch::jit::S
   } catch (const c10::IndexError&) {
     li->raise_out_of_range();
   }
-  finish(stack, args.size(), {gathered.view(li->result_shape())});
+  finish_op(stack, args.size(), {gathered.view(li->result_shape())});
   return true;
 }
 
@@ -525,7 +500,7 @@ bool index_tensor(const c10::OperatorHandle& op, c10::DeviceIndex, torch::jit::S
 // _impl forms: scatter (or scatter_add) along the linear index, into self
 // seen with its indexed dims as one.
 bool index_put(const c10::OperatorHandle& op, c10::DeviceIndex, torch::jit::Stack* stack, bool inplace) {
-  Args args = args_of(op, stack);
+  Args args = op_args(op, stack);
   at::Tensor self = args[0].toTensor();
   at::Tensor values = args[2].toTensor();
   const bool accumulate = args[3].toBool();
@@ -557,20 +532,20 @@ bool index_put(const c10::OperatorHandle& op, c10::DeviceIndex, torch::jit::Stac
     li->raise_out_of_range();
   }
   if (!viewable) li->x.copy_(staged);
-  finish(stack, args.size(), {self});
+  finish_op(stack, args.size(), {self});
   return true;
 }
 
 // eye(n, m, out=): zeros, then ones on the diagonal, as two device fills.
 bool eye_out(const c10::OperatorHandle& op, c10::DeviceIndex, torch::jit::Stack* stack, bool square) {
-  Args args = args_of(op, stack);
+  Args args = op_args(op, stack);
   const int64_t n = args[0].toInt(), m = square ? n : args[1].toInt();
   at::Tensor out = args[square ? 1 : 2].toTensor();
   if (out.device().type() != kNeuron || n < 0 || m < 0) return false;  // the CPU raises
   out.resize_({n, m});
   out.zero_();
   out.diagonal().fill_(1);
-  finish(stack, args.size(), {out});
+  finish_op(stack, args.size(), {out});
   return true;
 }
 

@@ -40,13 +40,37 @@ std::string library_path(const std::string& target) {
   return (*paths)[target] = path;
 }
 
-int64_t bits(double v) {
+
+}  // namespace
+
+const char* library_type_suffix(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "f32";
+    case at::kDouble: return "f64";
+    case at::kLong: return "i64";
+    case at::kInt: return "i32";
+    case at::kShort: return "i16";
+    case at::kChar: return "i8";
+    case at::kByte: return "u8";
+    default: return nullptr;
+  }
+}
+
+int64_t double_bits(double v) {
   int64_t out;
   std::memcpy(&out, &v, sizeof out);
   return out;
 }
 
-}  // namespace
+c10::ArrayRef<c10::IValue> op_args(const c10::OperatorHandle& op, const torch::jit::Stack* stack) {
+  const size_t n = op.schema().arguments().size();
+  return c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - n, n);
+}
+
+void finish_op(torch::jit::Stack* stack, size_t num_args, std::vector<at::Tensor> results) {
+  torch::jit::drop(*stack, num_args);
+  for (auto& r : results) stack->emplace_back(std::move(r));
+}
 
 int64_t library_kernel(c10::DeviceIndex device, const std::string& entry) {
   const std::string path = library_path(hal::driver().properties(device).kernel_target);
@@ -100,7 +124,7 @@ bool gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, const
   const int64_t batch = batched ? out.size(0) : 1;
   const int64_t m = out.size(-2), n = out.size(-1), k = a.size(-1);
   std::vector<int64_t> scalars = {batch, m, n, k, sa[0], sa[1], sa[2], sb[0], sb[1], sb[2],
-                                  sc[0], sc[1], sc[2], sx[0], sx[1], sx[2], bits(alpha), bits(beta)};
+                                  sc[0], sc[1], sc[2], sx[0], sx[1], sx[2], double_bits(alpha), double_bits(beta)};
   launch_compiled_kernel(kernel, {a, b, out, beta == 0 ? out : x}, scalars);
   return true;
 }

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 
 #include <string>
+#include <vector>
 
 #include "torch/aten/eager/eager_op.h"
 
@@ -14,6 +16,17 @@ namespace openneuron::integration {
 // A handle for launch_compiled_kernel, or -1 when the device's kernel target
 // has no library (or it failed to build: warned once).
 int64_t library_kernel(c10::DeviceIndex device, const std::string& entry);
+
+// Helpers of the boxed handlers that run ops on the library's kernels
+// (indexing_ops.cc, random_ops.cc):
+// the entry suffix of a dtype (_f32, _f64, _i64, _i32, _i16, _i8, _u8), or nullptr;
+const char* library_type_suffix(at::ScalarType t);
+// a double's bits, as kernels take float scalars;
+int64_t double_bits(double v);
+// the op's arguments on the stack;
+c10::ArrayRef<c10::IValue> op_args(const c10::OperatorHandle& op, const torch::jit::Stack* stack);
+// the arguments replaced by the op's results.
+void finish_op(torch::jit::Stack* stack, size_t num_args, std::vector<at::Tensor> results);
 
 // mm, bmm, addmm, baddbmm (functional or out=) writing `out`, as computed by
 // their meta functions, on the library's gemm; false (nothing done) for a

@@ -24,30 +24,11 @@ namespace {
 
 using Args = c10::ArrayRef<c10::IValue>;
 
-Args args_of(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const size_t n = op.schema().arguments().size();
-  return Args(stack->data() + stack->size() - n, n);
-}
 
-int64_t bits(double v) {
-  int64_t b;
-  std::memcpy(&b, &v, 8);
-  return b;
-}
 
-// The library's entry suffix for a dtype the kernels write directly.
-const char* suffix(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat: return "f32";
-    case at::kDouble: return "f64";
-    case at::kLong: return "i64";
-    case at::kInt: return "i32";
-    case at::kShort: return "i16";
-    case at::kChar: return "i8";
-    case at::kByte: case at::kBool: return "u8";
-    default: return nullptr;
-  }
-}
+// The library's entry suffix for a dtype the kernels write directly (bool as
+// its byte).
+const char* suffix(at::ScalarType t) { return library_type_suffix(t == at::kBool ? at::kByte : t); }
 
 // The generator a call draws from: its argument, or the device's default.
 NeuronGenerator* generator_of(const c10::IValue& arg, c10::DeviceIndex device) {
@@ -89,52 +70,48 @@ bool fill(const at::Tensor& self, const std::string& kind, NeuronGenerator* gen,
   return true;
 }
 
-void finish(torch::jit::Stack* stack, size_t num_args, c10::IValue result) {
-  torch::jit::drop(*stack, num_args);
-  stack->emplace_back(std::move(result));
-}
 
 // uniform_(self, from, to) and normal_(self, mean, std).
 bool uniform_or_normal(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack, bool normal) {
-  Args args = args_of(op, stack);
+  Args args = op_args(op, stack);
   const at::Tensor self = args[0].toTensor();
   const double a = args[1].toDouble(), b = args[2].toDouble();
   if (normal ? !(b >= 0) : !(a <= b && std::isfinite(a) && std::isfinite(b))) return false;  // the CPU raises
-  if (!fill(self, normal ? "random_normal" : "random_uniform", generator_of(args[3], device), bits(a), bits(b)))
+  if (!fill(self, normal ? "random_normal" : "random_uniform", generator_of(args[3], device), double_bits(a), double_bits(b)))
     return false;
-  finish(stack, args.size(), self);
+  finish_op(stack, args.size(), {self});
   return true;
 }
 
 // bernoulli_(self, p) with a float p.
 bool bernoulli_scalar(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack) {
-  Args args = args_of(op, stack);
+  Args args = op_args(op, stack);
   const at::Tensor self = args[0].toTensor();
   const double p = args[1].toDouble();
   if (!(p >= 0 && p <= 1)) return false;
-  if (!fill(self, "random_bernoulli", generator_of(args[2], device), bits(p), 0)) return false;
-  finish(stack, args.size(), self);
+  if (!fill(self, "random_bernoulli", generator_of(args[2], device), double_bits(p), 0)) return false;
+  finish_op(stack, args.size(), {self});
   return true;
 }
 
 // bernoulli_(self, p) with a tensor p, and bernoulli(p) (a new tensor of
 // p's dtype). p's elements must lie in [0, 1] (read back, as the CPU checks).
 bool bernoulli_tensor(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack, bool inplace) {
-  Args args = args_of(op, stack);
+  Args args = op_args(op, stack);
   const at::Tensor p = inplace ? args[1].toTensor() : args[0].toTensor();
   if (p.device() != c10::Device(kNeuron, device) || !at::isFloatingType(p.scalar_type())) return false;
   at::Tensor self = inplace ? args[0].toTensor() : at::empty_like(p, at::MemoryFormat::Contiguous);
   if (inplace && !at::isFloatingType(self.scalar_type())) return false;
   if (p.numel() > 0 && !p.ge(0).logical_and(p.le(1)).all().item().toBool()) return false;  // the CPU raises
   if (!fill(self, "random_bernoulli_tensor", generator_of(args[inplace ? 2 : 1], device), 0, 0, &p)) return false;
-  finish(stack, args.size(), self);
+  finish_op(stack, args.size(), {self});
   return true;
 }
 
 // random_(self, from, to) and random_(self, to): integers in [from, to),
 // where `self`'s dtype holds them exactly.
 bool random_range(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack, bool has_from) {
-  Args args = args_of(op, stack);
+  Args args = op_args(op, stack);
   const at::Tensor self = args[0].toTensor();
   const int64_t from = has_from ? args[1].toInt() : 0;
   const c10::IValue& to_arg = args[has_from ? 2 : 1];
@@ -155,14 +132,14 @@ bool random_range(const c10::OperatorHandle& op, c10::DeviceIndex device, torch:
   }
   if (from < low || to - 1 > high) return false;
   if (!fill(self, "random_integers", generator_of(args[has_from ? 3 : 2], device), from, to - from)) return false;
-  finish(stack, args.size(), self);
+  finish_op(stack, args.size(), {self});
   return true;
 }
 
 // native_dropout(input, p, train) -> (input * mask / (1 - p), mask), as the
 // CPU: the mask is bool, p = 1 gives zeros.
 bool native_dropout(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack) {
-  Args args = args_of(op, stack);
+  Args args = op_args(op, stack);
   const at::Tensor input = args[0].toTensor();
   const double p = args[1].toDouble();
   const bool train = args[2].isNone() || args[2].toBool();
@@ -171,7 +148,7 @@ bool native_dropout(const c10::OperatorHandle& op, c10::DeviceIndex device, torc
   if (train) {
     const double keep = 1 - p;
     mask = at::empty_like(input, input.options().dtype(at::kBool), at::MemoryFormat::Contiguous);
-    if (!(keep >= 0 && keep <= 1) || !fill(mask, "random_bernoulli", generator_of(c10::IValue(), device), bits(keep), 0))
+    if (!(keep >= 0 && keep <= 1) || !fill(mask, "random_bernoulli", generator_of(c10::IValue(), device), double_bits(keep), 0))
       return false;
     output = input.mul(mask).mul_(keep == 0 ? 0.0 : 1.0 / keep);
   } else {
@@ -179,9 +156,7 @@ bool native_dropout(const c10::OperatorHandle& op, c10::DeviceIndex device, torc
     mask.fill_(true);
     output = input.clone();
   }
-  torch::jit::drop(*stack, args.size());
-  stack->emplace_back(output);
-  stack->emplace_back(mask);
+  finish_op(stack, args.size(), {output, mask});
   return true;
 }
 
