@@ -1,8 +1,9 @@
 """Advanced indexing on devices whose memory the host cannot address
 (protected, vulkan): x[i, :, j] with integer index tensors (index.Tensor)
-and its assignment and backward (index_put_, accumulating or not) run as
-device kernels, with the CPU's results, shapes (index dims in place or
-first) and IndexError messages, and no CPU fallback."""
+and its assignment and backward (index_put_, accumulating or not), boolean
+masks (x[mask], through nonzero), nonzero and masked_select run as device
+kernels, with the CPU's results, shapes (index dims in place or first) and
+IndexError messages, and no CPU fallback."""
 import pytest
 
 from conftest import run_python
@@ -45,6 +46,24 @@ for accumulate in (False, True):
 g, r = d.clone().requires_grad_(), y.clone().requires_grad_()
 g[I(0, 1, 1), :, I(1, 1, 3)].pow(2).sum().backward()
 r[I(0, 1, 1), :, I(1, 1, 3)].pow(2).sum().backward()
+torch.testing.assert_close(g.grad.cpu(), r.grad)
+z = torch.randn(3, 4, 5)
+dz = z.to("neuron")
+m = z > 0.3
+dm = m.to("neuron")
+masked = [lambda t, mm: t[mm], lambda t, mm: t[0][mm[0]], lambda t, mm: t[:, mm[0, :, 0]],
+          lambda t, mm: torch.masked_select(t, mm), lambda t, mm: torch.nonzero(mm), lambda t, mm: torch.argwhere(t > 0),
+          lambda t, mm: t[mm[:, :, 1], 2], lambda t, mm: t[mm & False], lambda t, mm: t.nonzero(as_tuple=True)[1]]
+for k, f in enumerate(masked):
+    a, b = f(z, m), f(dz, dm)
+    assert a.shape == b.shape and torch.equal(a, b.cpu()), (k, a.shape, b.shape)
+a, b = z.clone(), dz.clone()
+a[m] += 1.5
+b[dm] += 1.5
+assert torch.equal(a, b.cpu())
+g, r = dz.clone().requires_grad_(), z.clone().requires_grad_()
+g[dm].pow(2).sum().backward()
+r[m].pow(2).sum().backward()
 torch.testing.assert_close(g.grad.cpu(), r.grad)
 assert not torch.neuron.fallback_report(), torch.neuron.format_fallback_report()
 """

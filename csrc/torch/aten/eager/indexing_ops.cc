@@ -5,7 +5,10 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/amax.h>
 #include <ATen/ops/amin.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/broadcast_tensors.h>
+#include <ATen/ops/nonzero.h>
+#include <ATen/ops/stack.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros_like.h>
@@ -445,19 +448,34 @@ struct LinearIndex {
 };
 
 std::optional<LinearIndex> linear_index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& list) {
-  if (self.device().type() != kNeuron || list.size() == 0 || static_cast<int64_t>(list.size()) > self.dim())
-    return std::nullopt;
+  if (self.device().type() != kNeuron || list.size() == 0) return std::nullopt;
   LinearIndex li;
   std::vector<int64_t> dims;
-  for (size_t d = 0; d < list.size(); ++d) {
-    const std::optional<at::Tensor> i = list.get(d);
-    if (!i.has_value() || !i->defined()) continue;
-    if (i->scalar_type() != at::kLong && i->scalar_type() != at::kInt) return std::nullopt;
+  int64_t dim = 0;  // the dim the next entry indexes
+  for (size_t e = 0; e < list.size(); ++e) {
+    const std::optional<at::Tensor> i = list.get(e);
+    if (!i.has_value() || !i->defined()) {
+      ++dim;
+      continue;
+    }
     if (i->device() != self.device() && !i->device().is_cpu()) return std::nullopt;
-    dims.push_back(static_cast<int64_t>(d));
+    if (i->scalar_type() == at::kBool || i->scalar_type() == at::kByte) {
+      // A mask over the next k dims stands for its nonzero's k columns,
+      // as in PyTorch (its shape must match: else the CPU raises).
+      const int64_t k = i->dim();
+      if (k == 0 || dim + k > self.dim() || self.sizes().slice(dim, k) != i->sizes()) return std::nullopt;
+      const at::Tensor coords = at::nonzero(i->to(self.device(), at::kBool));
+      for (int64_t j = 0; j < k; ++j) {
+        dims.push_back(dim++);
+        li.indices.push_back(coords.select(1, j));
+      }
+      continue;
+    }
+    if (i->scalar_type() != at::kLong && i->scalar_type() != at::kInt) return std::nullopt;
+    dims.push_back(dim++);
     li.indices.push_back(i->to(self.device(), at::kLong));
   }
-  if (dims.empty()) return std::nullopt;
+  if (dims.empty() || dim > self.dim()) return std::nullopt;
   li.indices = at::broadcast_tensors(li.indices);
   const bool adjacent = dims.back() - dims.front() + 1 == static_cast<int64_t>(dims.size());
   std::vector<int64_t> order = dims;
@@ -479,6 +497,46 @@ std::optional<LinearIndex> linear_index(const at::Tensor& self, const c10::List<
   }
   li.linear.masked_fill_(bad, li.block);  // out of range as a whole: the kernel reports it
   return li;
+}
+
+// The linear positions (int64, ascending) of `self`'s non-zero elements:
+// their count read back (nonzero's size is its values', as on CUDA), then a
+// scan gives each its slot and a scatter writes it there (the others all
+// write one spare slot past the end).
+at::Tensor nonzero_positions(const at::Tensor& self) {
+  const at::Tensor flat = self.reshape(-1).ne(0);
+  const int64_t count = flat.sum().item().toLong();
+  const at::Tensor slot = at::where(flat, flat.to(at::kLong).cumsum(0).sub_(1), count);
+  at::Tensor out = at::empty({count + 1}, self.options().dtype(at::kLong));
+  out.scatter_(0, slot, at::arange(flat.numel(), out.options()));
+  return out.narrow(0, 0, count);
+}
+
+// nonzero(self): each non-zero element's coordinates, [count, dim].
+bool nonzero_op(const c10::OperatorHandle& op, c10::DeviceIndex, torch::jit::Stack* stack) {
+  Args args = op_args(op, stack);
+  const at::Tensor self = args[0].toTensor();
+  if (self.device().type() != kNeuron || self.dim() == 0 || self.numel() == 0 || self.is_complex()) return false;
+  at::Tensor position = nonzero_positions(self);
+  std::vector<at::Tensor> coords(self.dim());
+  for (int64_t d = self.dim() - 1; d >= 0; --d) {
+    coords[d] = position.remainder(self.size(d));
+    position = position.div(self.size(d), "floor");
+  }
+  // [dim, count] transposed: the CPU's strides (1, count)
+  finish_op(stack, args.size(), {at::stack(coords, 0).t()});
+  return true;
+}
+
+// masked_select(self, mask): the elements where the broadcast mask is set.
+bool masked_select_op(const c10::OperatorHandle& op, c10::DeviceIndex, torch::jit::Stack* stack) {
+  Args args = op_args(op, stack);
+  const at::Tensor self = args[0].toTensor(), mask = args[1].toTensor();
+  if (self.device().type() != kNeuron || mask.device() != self.device() || mask.scalar_type() != at::kBool)
+    return false;
+  const auto both = at::broadcast_tensors({self, mask});
+  finish_op(stack, args.size(), {both[0].reshape(-1).index_select(0, nonzero_positions(both[1]))});
+  return true;
 }
 
 // index(self, indices): index_select along the linear index.
@@ -574,6 +632,8 @@ const std::unordered_map<std::string, Handler>& handlers() {
       {"aten::stack", stack_op},
       {"aten::equal", equal_op},
       {"aten::index.Tensor", index_tensor},
+      {"aten::nonzero", nonzero_op},
+      {"aten::masked_select", masked_select_op},
       {"aten::index_put_", [](auto& op, auto d, auto* s) { return index_put(op, d, s, true); }},
       {"aten::_index_put_impl_", [](auto& op, auto d, auto* s) { return index_put(op, d, s, true); }},
       {"aten::index_put", [](auto& op, auto d, auto* s) { return index_put(op, d, s, false); }},
