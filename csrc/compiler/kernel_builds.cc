@@ -5,6 +5,7 @@
 #include <exception>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -26,10 +27,10 @@ void replace_all(std::string& s, const std::string& from, const std::string& to)
 
 // The key of "kernel K lives in library L": an entry whose artifact is L's
 // source digest. The prelude is part of it: L was built with one.
-CacheKey kernel_alias_key(const GeneratedKernel& kernel, const Target& target) {
+CacheKey kernel_alias_key(const GeneratedKernel& kernel, const Target& target, const std::string& prelude_digest) {
   CacheKey key = library_cache_key(sha256_hex(kernel.source), target);
   key.parts.front().first = "kernel";
-  key.parts.emplace_back("prelude", sha256_hex(target.prelude()));
+  key.parts.emplace_back("prelude", prelude_digest);
   return key;
 }
 
@@ -87,13 +88,19 @@ KernelBuilds build_kernels(const Target& target, KernelCache& cache, const std::
     return static_cast<int>(out.libraries.size()) - 1;
   };
 
-  // Kernels an earlier build put in the cache, each with its library.
+  // Kernels an earlier build put in the cache, each with its library (each
+  // library looked up, and so verified, once).
+  const std::string prelude_digest = sha256_hex(target.prelude());
+  std::map<std::string, CacheResult> found_libraries;
   std::vector<const GeneratedKernel*> missing;
   for (const GeneratedKernel& k : kernels) {
-    CacheResult alias = cache.find(kernel_alias_key(k, target));
+    CacheResult alias = cache.find(kernel_alias_key(k, target, prelude_digest));
     if (alias.hit) {
       const std::string digest = read_file(alias.path);
-      CacheResult lib = cache.find(library_cache_key(digest, target));
+      auto found = found_libraries.find(digest);
+      if (found == found_libraries.end())
+        found = found_libraries.emplace(digest, cache.find(library_cache_key(digest, target))).first;
+      const CacheResult& lib = found->second;
       if (lib.hit) {
         out.library_of[k.name] = add_library(digest, lib);
         ++out.kernels_found;
@@ -113,30 +120,31 @@ KernelBuilds build_kernels(const Target& target, KernelCache& cache, const std::
   std::vector<std::string> sources(batches, target.prelude());
   for (size_t i = 0; i < missing.size(); ++i) sources[i * batches / missing.size()] += "\n" + missing[i]->source;
   if (!launches.source.empty()) sources.push_back(target.prelude() + "\n" + launches.source);
+  std::vector<std::string> digests;
+  for (const std::string& source : sources) digests.push_back(sha256_hex(source));
   std::vector<CacheResult> built(sources.size());
   std::vector<std::function<void()>> jobs;
   for (size_t b = 0; b < sources.size(); ++b)
     jobs.push_back([&, b] {
-      built[b] = cache.get_or_build(library_cache_key(sha256_hex(sources[b]), target),
+      built[b] = cache.get_or_build(library_cache_key(digests[b], target),
                                     [&](const std::string& tmp) { target.build(sources[b], tmp); });
     });
   run_parallel(jobs, threads);
 
   for (size_t i = 0; i < missing.size(); ++i) {
     const size_t b = i * batches / missing.size();
-    const std::string digest = sha256_hex(sources[b]);
-    out.library_of[missing[i]->name] = add_library(digest, built[b]);
+    out.library_of[missing[i]->name] = add_library(digests[b], built[b]);
     out.kernels_built += !built[b].hit;
     out.kernels_found += built[b].hit;
     if (cache.enabled())  // where later graphs find it
-      cache.get_or_build(kernel_alias_key(*missing[i], target), [&](const std::string& tmp) {
+      cache.get_or_build(kernel_alias_key(*missing[i], target, prelude_digest), [&](const std::string& tmp) {
         std::ofstream f(tmp, std::ios::binary);
-        f << digest;
+        f << digests[b];
         if (!f) throw CompileError("cannot write kernel cache entry " + tmp);
       });
   }
   if (!launches.source.empty()) {
-    const int index = add_library(sha256_hex(sources.back()), built.back());
+    const int index = add_library(digests.back(), built.back());
     for (const std::string& name : launches.names) out.library_of[name] = index;
     (built.back().hit ? out.kernels_found : out.kernels_built) += launches.only_kernels;
     if (!built.back().hit && out.miss_reason.empty()) out.miss_reason = "combined launches: " + built.back().miss_reason;

@@ -23,6 +23,9 @@ struct OpInfo {
   // set_sync_debug_mode): a result whose size or value the host needs.
   enum class HostSync : uint8_t { Never, Always, WithMaskIndex } host_sync = HostSync::Never;
   std::vector<size_t> generator_args;
+  // Draws random numbers (a generator argument, or native_dropout's mask):
+  // on devices the host cannot address it draws on the device (random_ops.h).
+  bool draws_random = false;
   int settings_generation = 0;   // settings this info was computed with
 };
 

@@ -235,8 +235,7 @@ void route_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet,
   if (!info.force_cpu_fallback && hold_for_fusion(op, info, device, stack)) return;
   if (!info.is_view) flush_held_calls(device);
   // Random ops draw on the device from the neuron generator itself.
-  if (!host_addressable() && !info.force_cpu_fallback &&
-      (!info.generator_args.empty() || op.schema().name() == "aten::native_dropout") && settings().eager_kernels &&
+  if (info.draws_random && !host_addressable() && !info.force_cpu_fallback && settings().eager_kernels &&
       !has_layout_tensors(*stack, op.schema()) && run_random_op(op, device, stack))
     return;
   auto generators = use_engine_generators(info, op.schema(), *stack, device);

@@ -12,8 +12,8 @@ _counts = collections.Counter()
 _times = collections.Counter()
 _extern_ops = collections.Counter()
 _fallback_ops = collections.Counter()
-_recompiles = collections.deque(maxlen=100)
-_pending_frames = []  # (index in Dynamo's frame times, backend seconds)  # (compile id, failed guard), newest last
+_recompiles = collections.deque(maxlen=100)  # (compile id, failed guard), newest last
+_pending_frames = []  # (index in Dynamo's frame times, backend seconds)
 
 
 # Parts of cold compile time (compile_time in the snapshot), in seconds:

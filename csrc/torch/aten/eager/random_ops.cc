@@ -70,7 +70,6 @@ bool fill(const at::Tensor& self, const std::string& kind, NeuronGenerator* gen,
   return true;
 }
 
-
 // uniform_(self, from, to) and normal_(self, mean, std).
 bool uniform_or_normal(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack, bool normal) {
   Args args = op_args(op, stack);
@@ -131,7 +130,10 @@ bool random_range(const c10::OperatorHandle& op, c10::DeviceIndex device, torch:
     default: return false;
   }
   if (from < low || to - 1 > high) return false;
-  if (!fill(self, "random_integers", generator_of(args[has_from ? 3 : 2], device), from, to - from)) return false;
+  // The range as unsigned: from = INT64_MIN spans more than int64 holds.
+  const uint64_t range = static_cast<uint64_t>(to) - static_cast<uint64_t>(from);
+  if (!fill(self, "random_integers", generator_of(args[has_from ? 3 : 2], device), from, static_cast<int64_t>(range)))
+    return false;
   finish_op(stack, args.size(), {self});
   return true;
 }
