@@ -159,11 +159,8 @@ def test_opinfo_cuda_only_dtypes():
     from torch.testing._internal.common_methods_invocations import op_db
     from torch.utils import _pytree as pytree
 
-    # PyTorch's composite fft_* functions accept float16 only for CUDA tensors
-    # (their dtype check runs before any device kernel); the attention ops
-    # are CUDA's own SDPA backends, which have no CPU kernel at all.
-    unreachable = {"fft.", "torch.ops.aten._efficient_attention_forward",
-                   "torch.ops.aten._flash_attention_forward"}
+    # CUDA's own attention kernels have no CPU kernel to be the reference:
+    # test_efficient_attention_as_cuda and test_flash_attention_... check them.
     wider = {torch.float16: torch.float64, torch.bfloat16: torch.float64, torch.complex32: torch.complex128}
     checked, failures = 0, []
     for op in op_db:
@@ -171,7 +168,7 @@ def test_opinfo_cuda_only_dtypes():
             continue
         extra = set(op.supported_dtypes("cuda")) - set(op.supported_dtypes("cpu"))
         for dtype in sorted(extra, key=str):
-            if dtype not in wider or any(op.name.startswith(u) or op.name == u for u in unreachable):
+            if dtype not in wider:
                 continue
             for i, s in enumerate(op.sample_inputs("cpu", dtype)):
                 if i == 2:
@@ -201,3 +198,151 @@ def test_opinfo_cuda_only_dtypes():
                     failures.append(f"{op.name} {dtype} sample {i}: {type(e).__name__}: {str(e)[:160]}")
     assert checked >= 80, checked  # 89 sample checks over 60 pairs (2026-12-04)
     assert not failures, "\n".join(failures)
+
+
+def same_bits(a, b):
+    """Equal bit for bit (the CPU has no equal for complex32)."""
+    return a.dtype == b.dtype and torch.equal(a.cpu().contiguous().view(torch.uint8), b.cpu().contiguous().view(torch.uint8))
+
+
+_FFTS = [f"{kind}{suffix}" for kind in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft") for suffix in ("", "2", "n")]
+
+
+@pytest.mark.parametrize("name", _FFTS)
+def test_half_fft_as_cuda(name):
+    """torch.fft of float16 (CUDA only in PyTorch: its composite checks the
+    device before any kernel): complex32 or float16 results, as CUDA returns,
+    forward, backward, out= and under inference mode, against float64."""
+    fn = getattr(torch.fft, name)
+    x = torch.randn(4, 8, dtype=torch.float64)
+    expected = fn(x)
+    narrow = torch.complex32 if expected.is_complex() else torch.float16
+    h = x.to(torch.float16)
+
+    out = fn(h.to(DEV))
+    assert out.dtype == narrow and out.device.type == "neuron"
+    expected = fn(h.to(torch.float64))  # the same rounded input
+    torch.testing.assert_close(torch.view_as_real(out.cpu().to(torch.complex64)) if out.is_complex() else out.cpu().float(),
+                               torch.view_as_real(expected.to(torch.complex64)) if expected.is_complex() else expected.float(),
+                               atol=2e-2, rtol=2e-2)
+
+    leaf = h.to(DEV).requires_grad_()
+    result = fn(leaf)
+    (result.to(torch.complex64).abs() if result.is_complex() else result.float()).square().sum().backward()
+    ref_leaf = h.to(torch.float64).requires_grad_()
+    ref = fn(ref_leaf)
+    (ref.abs() if ref.is_complex() else ref).square().sum().backward()
+    assert leaf.grad.dtype == torch.float16
+    torch.testing.assert_close(leaf.grad.cpu().float(), ref_leaf.grad.float(), atol=0.1, rtol=2e-2)
+
+    written = torch.empty(0, dtype=narrow, device=DEV)
+    assert fn(h.to(DEV), out=written) is written
+    assert same_bits(written, out)
+    with pytest.raises(RuntimeError, match="Expected out tensor to have dtype"):
+        fn(h.to(DEV), out=torch.empty(0, dtype=torch.float64, device=DEV))
+    with torch.inference_mode():
+        assert same_bits(fn(h.to(DEV)), out)
+    assert fn(x.to(DEV)).dtype == fn(x).dtype  # other dtypes: PyTorch's composite unchanged
+    with pytest.raises(RuntimeError, match="Unsupported dtype BFloat16"):  # not on CUDA either
+        fn(x.to(torch.bfloat16).to(DEV))
+
+
+def _attention_reference(q, k, v, bias=None, causal=None, scale=None):
+    """Attention in float64 on the CPU, (batch, seq, heads, dim) layout:
+    output and logsumexp. causal: 'upper_left' or 'lower_right'."""
+    q, k, v = (t.detach().cpu().double().transpose(1, 2).requires_grad_() for t in (q, k, v))
+    scale = scale if scale is not None else q.shape[-1] ** -0.5
+    scores = q @ k.transpose(-2, -1) * scale
+    if bias is not None:
+        scores = scores + bias  # a float64 CPU tensor (a leaf when its gradient is checked)
+    if causal:
+        mq, mk = scores.shape[-2:]
+        shift = mk - mq if causal == "lower_right" else 0
+        hidden = torch.arange(mk)[None, :] > torch.arange(mq)[:, None] + shift
+        scores = scores.masked_fill(hidden, float("-inf"))
+    lse = scores.logsumexp(-1)
+    out = (scores.softmax(-1) @ v).transpose(1, 2)
+    return out, lse, (q, k, v)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("mask_type", [0, 1, 2])
+def test_efficient_attention_as_cuda(dtype, mask_type):
+    """CUDA's memory-efficient attention kernel (no CPU kernel exists): its
+    outputs (logsumexp padded to 32 rows with +inf), and gradients, against
+    attention in float64 on the CPU."""
+    tol = dict(atol=2e-2, rtol=2e-2) if dtype != torch.float32 else dict(atol=1e-4, rtol=1e-4)
+    q, k, v = (torch.randn(2, m, 3, 8, dtype=dtype) for m in (11, 32, 32))
+    bias = torch.randn(2, 3, 11, 32, dtype=dtype) if mask_type == 0 else None
+    leaves = [t.to(DEV).requires_grad_() for t in (q, k, v)]
+    nb = bias.to(DEV).requires_grad_() if bias is not None else None
+    out, lse, seed, offset, mq, mk = torch.ops.aten._efficient_attention_forward(
+        *leaves, nb, None, None, None, None, 0.0, mask_type, compute_log_sumexp=True)
+    assert (out.dtype, out.shape, lse.shape, mq, mk) == (dtype, q.shape, (2, 3, 32), 11, 32)
+    causal = {0: None, 1: "upper_left", 2: "lower_right"}[mask_type]
+    ref_bias = bias.double().requires_grad_() if bias is not None else None
+    ref_out, ref_lse, ref_leaves = _attention_reference(q, k, v, ref_bias, causal)
+    torch.testing.assert_close(out.cpu().double(), ref_out.detach(), **tol)
+    torch.testing.assert_close(lse[..., :11].cpu().double(), ref_lse.detach(), **tol)
+    assert torch.isinf(lse[..., 11:]).all() and (lse[..., 11:] > 0).all()
+
+    grad = torch.randn_like(q)
+    out.backward(grad.to(DEV))
+    ref_out.backward(grad.double())
+    for got, ref in zip(leaves, ref_leaves):
+        assert got.grad.dtype == dtype
+        torch.testing.assert_close(got.grad.cpu().double(), ref.grad.transpose(1, 2), **tol)
+    if bias is not None:
+        torch.testing.assert_close(nb.grad.cpu().double(), ref_bias.grad, **tol)
+
+
+def test_flash_attention_and_variable_length_as_cuda():
+    """CUDA's FlashAttention kernel (is_causal aligned lower-right, as
+    FlashAttention-2) and the memory-efficient kernel's variable-length
+    batches (cu_seqlens), against float64 attention per sequence."""
+    q, k, v = (torch.randn(2, m, 3, 8, dtype=torch.float16) for m in (11, 32, 32))
+    leaves = [t.to(DEV).requires_grad_() for t in (q, k, v)]
+    out, lse, *_ = torch.ops.aten._flash_attention_forward(*leaves, None, None, 11, 32, 0.0, True, False)
+    ref_out, ref_lse, ref_leaves = _attention_reference(q, k, v, causal="lower_right")
+    torch.testing.assert_close(out.cpu().double(), ref_out.detach(), atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(lse.cpu().double(), ref_lse.detach(), atol=2e-2, rtol=2e-2)
+    grad = torch.randn_like(q)
+    out.backward(grad.to(DEV))
+    ref_out.backward(grad.double())
+    for got, ref in zip(leaves, ref_leaves):
+        torch.testing.assert_close(got.grad.cpu().double(), ref.grad.transpose(1, 2), atol=2e-2, rtol=2e-2)
+
+    # Three sequences of 2, 5, 1 queries and 3, 4, 6 keys packed in one batch.
+    cu_q, cu_k = torch.tensor([0, 2, 7, 8], dtype=torch.int32), torch.tensor([0, 3, 7, 13], dtype=torch.int32)
+    q, k, v = (torch.randn(1, n, 2, 8) for n in (8, 13, 13))
+    out, lse, _, _, mq, mk = torch.ops.aten._efficient_attention_forward(
+        q.to(DEV), k.to(DEV), v.to(DEV), None, cu_q.to(DEV), cu_k.to(DEV), 5, 6, 0.0, 0, compute_log_sumexp=True)
+    assert lse.shape == (3, 2, 32) and (mq, mk) == (5, 6)
+    for s in range(3):
+        qs, ks = slice(cu_q[s], cu_q[s + 1]), slice(cu_k[s], cu_k[s + 1])
+        r_out, r_lse, _ = _attention_reference(q[:, qs], k[:, ks], v[:, ks])
+        torch.testing.assert_close(out[:, qs].cpu().double(), r_out.detach(), atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(lse[s, :, :qs.stop - qs.start].cpu().double(), r_lse[0].detach(), atol=1e-4, rtol=1e-4)
+
+
+def test_attention_dropout_is_replayed_by_the_backward():
+    """With dropout the kernels return the seed they drew (as CUDA returns
+    its Philox seed and offset); the backward regenerates the same mask: the
+    output is linear in v, so <out, dO> must equal <v, dv>. A seed replays."""
+    q, k, v = (torch.randn(2, m, 2, 8) for m in (5, 7, 7))
+    torch.manual_seed(7)
+    v_leaf = v.to(DEV).requires_grad_()
+    out, _, seed, offset, _, _ = torch.ops.aten._efficient_attention_forward(
+        q.to(DEV), k.to(DEV), v_leaf, None, None, None, None, None, 0.5, 0, compute_log_sumexp=True)
+    no_dropout = torch.ops.aten._efficient_attention_forward(
+        q.to(DEV), k.to(DEV), v.to(DEV), None, None, None, None, None, 0.0, 0)[0]
+    assert not torch.allclose(out.cpu(), no_dropout.cpu())
+    grad = torch.randn_like(out)
+    out.backward(grad)
+    torch.testing.assert_close((out * grad).sum().cpu(), (v_leaf * v_leaf.grad).sum().detach().cpu(),
+                               atol=1e-4, rtol=1e-4)
+    torch.manual_seed(7)
+    again = torch.ops.aten._efficient_attention_forward(
+        q.to(DEV), k.to(DEV), v.to(DEV), None, None, None, None, None, 0.5, 0)[0]
+    assert torch.equal(again.cpu(), out.detach().cpu())
+    assert seed.device.type == "cpu" and seed.dtype == torch.int64 and offset.dtype == torch.int64
