@@ -60,8 +60,8 @@ double on_div(double a, double b) { return a / b; }
 int64_t on_div(int64_t a, int64_t b) { return a / b; }
 
 int64_t on_sign(int64_t a) { return int64_t(a > 0) - int64_t(a < 0); }
-float on_sign(float a) { return isnan(a) ? a : float(a > 0.0) - float(a < 0.0); }
-double on_sign(double a) { return isnan(a) ? a : double(a > 0.0LF) - double(a < 0.0LF); }
+float on_sign(float a) { return float(a > 0.0) - float(a < 0.0); }  // NaN: 0, as ATen
+double on_sign(double a) { return double(a > 0.0LF) - double(a < 0.0LF); }
 
 int64_t on_maximum(int64_t a, int64_t b) { return a > b ? a : b; }
 float on_maximum(float a, float b) { return (isnan(a) || a > b) ? a : b; }
@@ -140,7 +140,7 @@ float on_expm1(float x) {
   if (u == 1.0) return x;
   precise float um1 = u - 1.0;
   if (um1 == -1.0 || isinf(u)) return um1;
-  return um1 * x / on_log(u);
+  return um1 * (x / on_log(u));  // x / log(u) ~ 1: no overflow of um1 * x near 88
 }
 float on_log2(float x) { return on_log(x) * 1.4426950408889634; }
 float on_log10(float x) { return on_log(x) * 0.43429448190325176; }

@@ -106,10 +106,8 @@ static inline int64_t on_min(int64_t a, int64_t b) { return a < b ? a : b; }
 
 template <typename T> static inline T on_abs(T a) { return a < T(0) ? -a : a; }
 static inline bool on_abs(bool a) { return a; }
-template <typename T> static inline T on_sign(T a) {
-  if (a != a) return a;
-  return static_cast<T>((a > T(0)) - (a < T(0)));
-}
+// NaN gives 0, as ATen's sign and Inductor's.
+template <typename T> static inline T on_sign(T a) { return static_cast<T>((a > T(0)) - (a < T(0))); }
 // The sign bit itself (-0.0 and negative NaN too), read as bits: GCC 12
 // crashes on std::signbit in a vectorised loop that converts bfloat16.
 static inline bool on_signbit(float a) { uint32_t u; std::memcpy(&u, &a, 4); return u >> 31; }

@@ -155,10 +155,12 @@ bool activation_decomposition(GraphWriter& b, const std::string& target,
   } else if (target == "aten.heaviside.default") {  // x == 0: values; else x > 0
     where("v", test("z", "aten.eq.Scalar", x, "0"), arg("values"),
           where("w", test("p", "aten.gt.Scalar", x, "0"), "1", "0"));
-  } else if (target == "aten.softshrink.default") {
+  } else if (target == "aten.softshrink.default") {  // |x| <= l: 0; NaN stays NaN, as ATen's x * 0
+    // (written as a test: GPU compilers may fold x * 0 to 0)
     const std::string l = arg("lambd");
     where("v", test("hi", "aten.gt.Scalar", x, l), op("s", "aten.sub.Tensor", x, l),
-          where("w", test("lo", "aten.lt.Scalar", x, op("nl", "aten.neg.default", l)), op("a", "aten.add.Tensor", x, l), "0"));
+          where("w", test("lo", "aten.lt.Scalar", x, op("nl", "aten.neg.default", l)), op("a", "aten.add.Tensor", x, l),
+                where("z", b.node("n", "aten.isnan.default", x, mb), x, "0")));
   } else if (target == "aten.hardshrink.default" || target == "aten.softshrink_backward.default" ||
              target == "aten.hardshrink_backward.default") {  // -l <= x <= l: 0
     const std::string l = arg("lambd");
@@ -186,8 +188,9 @@ bool activation_decomposition(GraphWriter& b, const std::string& target,
     where("v", b.node("n", "aten.isnan.default", x, mb), nan,
           where("p", test("pi", "aten.eq.Scalar", x, "Infinity"), pos,
                 where("q", test("ni", "aten.eq.Scalar", x, "-Infinity"), neg, x)));
-  } else if (target == "aten.isinf.default") {
-    b.node("v", "aten.eq.Scalar", op("a", "aten.abs.default", x) + ",Infinity", m);
+  } else if (target == "aten.isinf.default") {  // m is the result's (Bool): no abs(x) node in it
+    b.node("v", "aten.logical_or.default",
+           test("pi", "aten.eq.Scalar", x, "Infinity") + "," + test("ni", "aten.eq.Scalar", x, "-Infinity"), m);
   } else if (target == "aten.isposinf.default" || target == "aten.isneginf.default") {
     b.node("v", "aten.eq.Scalar", x + (target == "aten.isposinf.default" ? ",Infinity" : ",-Infinity"), m);
   } else if (target == "aten.lerp.Tensor") {  // |w| < 0.5: self + w d; else end - d (1 - w)
