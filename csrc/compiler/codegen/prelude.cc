@@ -48,7 +48,11 @@ ON_SIMD1(tanh) ON_SIMD2(atan2) ON_SIMD2(hypot)
 // float in [-110, 90]); 2^n applied as two factors so denormal results and
 // overflow to infinity come out right. NaN propagates through the polynomial.
 static inline float on_exp(float x) {
-  x = x < -104.0f ? -104.0f : x;
+  // Below -104 the result is 0: those lanes compute exp(0) and are replaced,
+  // so that no lane forms a denormal product (a microcode assist on x86:
+  // softmax over masked -inf scores ran 4x slower).
+  const bool underflows = x < -104.0f;
+  x = underflows ? 0.0f : x;
   x = x > 89.0f ? 89.0f : x;
   const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round(x / ln2)
   float r = ON_FMA(n, -0.693359375f, x);
@@ -65,7 +69,7 @@ static inline float on_exp(float x) {
   float s1, s2;
   std::memcpy(&s1, &b1, 4);
   std::memcpy(&s2, &b2, 4);
-  return p * s1 * s2;
+  return underflows ? 0.0f : p * s1 * s2;
 }
 // double exp through libmvec, with arguments kept on its fast path: below
 // ln(DBL_MIN) they are shifted up by 512*ln2 and the result scaled back by
