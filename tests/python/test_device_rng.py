@@ -2,7 +2,7 @@
 vulkan) draw on the device: Philox numbers from the neuron generator's
 (seed, offset), as CUDA does, never through the CPU fallback. Checked for
 their distributions, ranges, dropout's scaling and gradient, replay by seed,
-generator state and explicit generators, strided outputs, and the CPU's
+generator state and explicit generators, strided outputs, randperm, and the CPU's
 errors for bad arguments. Each driver runs in a fresh interpreter."""
 import pytest
 
@@ -44,6 +44,29 @@ assert torch.equal(torch.rand(4, device="neuron", generator=g), torch.rand(4, de
 # strided self
 m = torch.zeros(6, 6, device="neuron"); m[:, ::2].uniform_(); mm = m.cpu()
 assert (mm[:, 1::2] == 0).all() and (mm[:, ::2] > 0).any()
+# normal with tensor means and standard deviations: mean + std * z, broadcast
+mu = torch.linspace(-3, 3, n, device="neuron")
+z1 = (torch.normal(mu, 2.0) - mu).cpu(); assert abs(z1.mean()) < 0.03 and abs(z1.std() - 2) < 0.03
+sd = torch.full((n,), 0.5, device="neuron")
+z2 = torch.normal(1.0, sd).cpu(); assert abs(z2.mean() - 1) < 0.01 and abs(z2.std() - 0.5) < 0.01
+z3 = torch.normal(mu.view(-1, 1)[:4], sd[:3]); assert z3.shape == (4, 3)
+for bad in (lambda: torch.normal(mu, -1.0), lambda: torch.normal(mu, -sd)):
+    try:
+        bad(); raise AssertionError("no error")
+    except RuntimeError as e:
+        assert "std" in str(e), e
+# randperm: a permutation in every dtype the kernels write, replayed by seed,
+# each position uniform over the draws (the mean of position 0 over 400 permutations)
+for dt in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.float32, torch.float64):
+    q = torch.randperm(100, device="neuron", dtype=dt)
+    assert q.dtype == dt and sorted(q.cpu().long().tolist()) == list(range(100)), dt
+torch.manual_seed(4); q1 = torch.randperm(1000, device="neuron"); torch.manual_seed(4)
+assert torch.equal(torch.randperm(1000, device="neuron"), q1) and not torch.equal(q1.cpu(), torch.arange(1000))
+first = torch.stack([torch.randperm(10, device="neuron")[0] for _ in range(400)]).float().cpu()
+assert abs(first.mean() - 4.5) < 0.6 and len(first.unique()) == 10, first.mean()
+o = torch.empty(2, dtype=torch.int64, device="neuron"); torch.randperm(7, out=o)
+assert sorted(o.cpu().tolist()) == list(range(7))
+assert torch.randperm(0, device="neuron").numel() == 0
 # bad arguments raise the CPU's errors
 for bad in (lambda: torch.empty(3, device="neuron").uniform_(2, 1), lambda: torch.empty(3, device="neuron").normal_(0, -1),
             lambda: torch.empty(3, device="neuron").bernoulli_(1.5), lambda: torch.bernoulli(torch.tensor([2.0], device="neuron"))):

@@ -12,7 +12,7 @@ namespace openneuron::compiler {
 // Buffers: out (contiguous); bernoulli_tensor also p (contiguous, out's
 // dtype). Scalars: n, seed, offset, then two parameters as the bits of
 // doubles (uniform: low, high; normal: mean, std; bernoulli: p) or as
-// integers (random: from, range).
+// integers (random: from, range; permutation: none).
 const char* const kCppRandomLibrarySource = R"CPP(
 #include <cmath>
 #include <cstdint>
@@ -123,6 +123,21 @@ void random_integers(void** b, const int64_t* s, int64_t threads) {
     out[i] = static_cast<T>(static_cast<int64_t>(static_cast<uint64_t>(from) + Draw(s[1], s[2], i).bits64() % range));
 }
 
+// A random permutation of 0..n-1 (randperm): Fisher-Yates, element i
+// swapped with one drawn from [0, i] by draw i. One thread: each swap
+// depends on the ones before it (n is small where randperm is used).
+template <class T>
+void random_permutation(void** b, const int64_t* s, int64_t) {
+  T* out = static_cast<T*>(b[0]);
+  for (int64_t i = 0; i < s[0]; ++i) out[i] = static_cast<T>(i);
+  for (int64_t i = s[0] - 1; i > 0; --i) {
+    const int64_t j = static_cast<int64_t>(Draw(s[1], s[2], i).bits64() % static_cast<uint64_t>(i + 1));
+    const T v = out[i];
+    out[i] = out[j];
+    out[j] = v;
+  }
+}
+
 }  // namespace
 
 #define RANDOM_ENTRY(name, call, nb)                                              \
@@ -141,6 +156,8 @@ RANDOM_FLOATS(random_bernoulli, 1)
 RANDOM_INTEGERS(random_bernoulli, 1)
 RANDOM_FLOATS(random_integers, 1)
 RANDOM_INTEGERS(random_integers, 1)
+RANDOM_FLOATS(random_permutation, 1)
+RANDOM_INTEGERS(random_permutation, 1)
 )CPP";
 
 }  // namespace openneuron::compiler

@@ -43,6 +43,25 @@ std::string kernel(const std::string& name, const Type& t, int bindings, const s
          "  }\n}\n";
 }
 
+// randperm: the C++ library's Fisher-Yates in invocation 0 (each swap
+// depends on the ones before; callers keep n under the device's loop limit).
+std::string permutation_kernel(const Type& t) {
+  const std::string ref = "OnRef_" + t.glsl, bytes = std::to_string(t.bytes);
+  const auto at = [&](const char* k) { return ref + "(on_args.b[0] + uint64_t(" + k + ") * " + bytes + "ul).v"; };
+  return glsl_entry_preamble("random_permutation_" + t.suffix, 1, 5, 64, {t.glsl}) +
+         "void main() {\n"
+         "  if (gl_GlobalInvocationID.x != 0) return;\n"
+         "  const int64_t n = on_args.s[0], seed = on_args.s[1], offset = on_args.s[2];\n"
+         "  for (int64_t i = 0; i < n; ++i) " + at("i") + " = " + t.glsl + "(i);\n"
+         "  for (int64_t i = n - 1; i > 0; --i) {\n"
+         "    const uvec4 r = on_philox(seed, offset, i);\n"
+         "    const int64_t j = int64_t(((uint64_t(r.x) << 32) | uint64_t(r.y)) % uint64_t(i + 1));\n"
+         "    const " + t.glsl + " v = " + at("i") + ";\n"
+         "    " + at("i") + " = " + at("j") + ";\n"
+         "    " + at("j") + " = v;\n"
+         "  }\n}\n";
+}
+
 }  // namespace
 
 const char* const kGlslRandomShared = R"GLSL(
@@ -92,6 +111,9 @@ std::string glsl_random_library_entries() {
   for (const Type& t : integer_types()) res += kernel("random_integers", t, 1, range, t.glsl + "(" + drawn + ")");
   res += kernel("random_integers", kF32, 1, range, "float(" + drawn + ")");
   res += kernel("random_integers", kF64, 1, range, "double(" + drawn + ")");
+  for (const Type& t : integer_types()) res += permutation_kernel(t);
+  res += permutation_kernel(kF32);
+  res += permutation_kernel(kF64);
   return res;
 }
 

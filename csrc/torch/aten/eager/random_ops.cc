@@ -1,5 +1,6 @@
 #include "torch/aten/eager/random_ops.h"
 
+#include <ATen/ExpandUtils.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -14,6 +15,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "hal/driver.h"
 #include "torch/aten/eager/library_kernels.h"
 #include "torch/runtime/compiled_kernels.h"
 #include "torch/runtime/device.h"
@@ -162,6 +164,61 @@ bool native_dropout(const c10::OperatorHandle& op, c10::DeviceIndex device, torc
   return true;
 }
 
+// normal(mean, std) with a tensor mean and/or std: mean + std * z, z drawn
+// standard normal into the broadcast shape (the CPU's formula). std must be
+// >= 0 (read back, as the CPU checks; else its error).
+bool normal_tensors(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack,
+                    bool mean_tensor, bool std_tensor) {
+  Args args = op_args(op, stack);
+  const at::Tensor mean = mean_tensor ? args[0].toTensor() : at::Tensor();
+  const at::Tensor std = std_tensor ? args[1].toTensor() : at::Tensor();
+  const at::Tensor& like = mean_tensor ? mean : std;
+  if (!at::isFloatingType(like.scalar_type())) return false;
+  if (mean_tensor && std_tensor && (mean.scalar_type() != std.scalar_type() || mean.device() != std.device()))
+    return false;
+  if (std_tensor ? (std.numel() > 0 && !std.ge(0).all().item().toBool()) : !(args[1].toDouble() >= 0)) return false;
+  at::Tensor out = at::empty(mean_tensor && std_tensor ? at::infer_size(mean.sizes(), std.sizes()) : like.sizes().vec(),
+                             like.options());
+  if (!fill(out, "random_normal", generator_of(args[2], device), double_bits(0.0), double_bits(1.0))) return false;
+  if (std_tensor) out.mul_(std);
+  else out.mul_(args[1].toDouble());
+  if (mean_tensor) out.add_(mean);
+  else out.add_(args[0].toDouble());
+  finish_op(stack, args.size(), {out});
+  return true;
+}
+
+// randperm(n, [generator,] out): a random permutation of 0..n-1 in out's
+// dtype. n must fit the dtype exactly, as the CPU checks (else its error).
+bool randperm(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack, bool has_generator) {
+  Args args = op_args(op, stack);
+  const int64_t n = args[0].toInt();
+  at::Tensor out = args[has_generator ? 2 : 1].toTensor();
+  int64_t largest = 0;
+  switch (out.scalar_type()) {
+    case at::kFloat: largest = 1LL << 24; break;
+    case at::kDouble: largest = 1LL << 53; break;
+    case at::kLong: largest = INT64_MAX; break;
+    case at::kInt: largest = INT32_MAX; break;
+    case at::kShort: largest = INT16_MAX; break;
+    case at::kChar: largest = INT8_MAX; break;
+    case at::kByte: largest = UINT8_MAX; break;
+    default: return false;  // float16, bfloat16: the CPU's kernel
+  }
+  if (n < 0 || (n > 0 && n - 1 > largest)) return false;
+  // The kernel loops over n in one invocation: within a GPU's loop limit.
+  const int64_t loop_limit = hal::driver().properties(device).max_loop_trips;
+  if (loop_limit != 0 && n >= loop_limit - 64) return false;
+  out.resize_({n});
+  const bool direct = out.is_contiguous();
+  at::Tensor target = direct ? out : at::empty({n}, out.options());
+  if (!fill(target, "random_permutation", generator_of(has_generator ? args[1] : c10::IValue(), device), 0, 0))
+    return false;
+  if (!direct) out.copy_(target);
+  finish_op(stack, args.size(), {out});
+  return true;
+}
+
 using Handler = std::function<bool(const c10::OperatorHandle&, c10::DeviceIndex, torch::jit::Stack*)>;
 
 const std::unordered_map<std::string, Handler>& handlers() {
@@ -174,6 +231,11 @@ const std::unordered_map<std::string, Handler>& handlers() {
       {"aten::random_.from", [](auto& op, auto d, auto* s) { return random_range(op, d, s, true); }},
       {"aten::random_.to", [](auto& op, auto d, auto* s) { return random_range(op, d, s, false); }},
       {"aten::native_dropout", native_dropout},
+      {"aten::normal.Tensor_float", [](auto& op, auto d, auto* s) { return normal_tensors(op, d, s, true, false); }},
+      {"aten::normal.float_Tensor", [](auto& op, auto d, auto* s) { return normal_tensors(op, d, s, false, true); }},
+      {"aten::normal.Tensor_Tensor", [](auto& op, auto d, auto* s) { return normal_tensors(op, d, s, true, true); }},
+      {"aten::randperm.generator_out", [](auto& op, auto d, auto* s) { return randperm(op, d, s, true); }},
+      {"aten::randperm.out", [](auto& op, auto d, auto* s) { return randperm(op, d, s, false); }},
   };
   return *table;
 }
