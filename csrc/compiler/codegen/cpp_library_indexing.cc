@@ -13,11 +13,13 @@ namespace openneuron::compiler {
 // the index (err is an int64[2] the caller zeroes and reads after the
 // kernel), so the op raises at its call, as on the CPU.
 const char* const kCppIndexingLibrarySource = R"CPP(
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -280,6 +282,54 @@ void arg_extreme(void** b, const int64_t* s, int64_t threads) {
   }
 }
 
+// sort (s[4] = -1, or -2 for stable: every element) and topk (s[4] = k:
+// the first k, sorted) along the middle dim of [outer, size, inner], into
+// values and int64 indices laid out as [outer, k, inner]. NaN counts as the
+// largest value, as in the CPU's comparators. Each runs the CPU kernel's
+// own steps over (value, index) pairs with the same comparators (sort:
+// std::sort, or std::stable_sort; topk: partial_sort when k * 64 <= size,
+// else nth_element and a sort of the first k - 1), so tied values come out
+// in the CPU's order.
+template <class T>
+void sort_lines(void** b, const int64_t* s, int64_t threads) {
+  const T* x = static_cast<const T*>(b[0]);
+  T* values = static_cast<T*>(b[1]);
+  int64_t* indices = static_cast<int64_t*>(b[2]);
+  const int64_t outer = s[0], size = s[1], inner = s[2];
+  const bool descending = s[3] != 0, topk = s[4] >= 0, stable = s[4] == -2;
+  const int64_t k = topk ? s[4] : size;
+  using Pair = std::pair<T, int64_t>;
+  auto nan = [](T v) {
+    if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
+    else return false;
+  };
+  auto larger = [&](const Pair& a, const Pair& c) { return (nan(a.first) && !nan(c.first)) || a.first > c.first; };
+  auto smaller = [&](const Pair& a, const Pair& c) { return (!nan(a.first) && nan(c.first)) || a.first < c.first; };
+#pragma omp parallel for num_threads(threads) if (outer * inner * size > 16384)
+  for (int64_t r = 0; r < outer * inner; ++r) {
+    const int64_t o = r / inner, i = r % inner;
+    std::vector<Pair> line(size);
+    for (int64_t j = 0; j < size; ++j) line[j] = {x[(o * size + j) * inner + i], j};
+    auto order = [&](auto before) {
+      if (!topk) {
+        if (stable) std::stable_sort(line.begin(), line.end(), before);
+        else std::sort(line.begin(), line.end(), before);
+      } else if (k * 64 <= size) {
+        std::partial_sort(line.begin(), line.begin() + k, line.end(), before);
+      } else {
+        std::nth_element(line.begin(), line.begin() + k - 1, line.end(), before);
+        std::sort(line.begin(), line.begin() + k - 1, before);
+      }
+    };
+    if (descending) order(larger);
+    else order(smaller);
+    for (int64_t j = 0; j < k; ++j) {
+      values[(o * k + j) * inner + i] = line[j].first;
+      indices[(o * k + j) * inner + i] = line[j].second;
+    }
+  }
+}
+
 // arange (mode 0: start + i * step) and linspace (mode 1, as the CPU:
 // from both ends). scalars: n, start, step (bits of doubles), mode, end.
 template <class T>
@@ -324,6 +374,7 @@ ON_FLOATS(nll_loss_backward, 6, 5)
 ON_NUMBERS(scan, 2, 4)
 ON_NUMBERS(arg_extreme, 3, 5)
 ON_NUMBERS(ramp, 1, 5)
+ON_NUMBERS(sort_lines, 3, 5)
 )CPP";
 
 }  // namespace openneuron::compiler

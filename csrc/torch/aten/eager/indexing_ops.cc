@@ -335,6 +335,48 @@ bool extreme(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit:
   return true;
 }
 
+// sort(self, dim, descending), sort.stable(self, stable, dim, descending)
+// and topk(self, k, dim, largest, sorted=True): each line's values in order
+// with their indices (topk: its k first), tied values in the CPU's order.
+// Left to the CPU: topk(sorted=False) (an order of its choosing) and 1-D
+// integer sorts of 32768 elements or more (its radix sort's tie order).
+enum class SortForm { sort, sort_stable, topk };
+
+bool sort_op(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack, SortForm form) {
+  Args args = op_args(op, stack);
+  const at::Tensor& self = args[0].toTensor();
+  const char* suffix = library_type_suffix(self.scalar_type());
+  if (!suffix || eager_op(op).form != EagerOp::Form::Functional) return false;
+  if (form == SortForm::topk && !args[4].toBool()) return false;
+  if (form != SortForm::topk && self.dim() == 1 && self.numel() >= 32768 &&
+      at::isIntegralType(self.scalar_type(), /*includeBool=*/false))
+    return false;
+  const bool stable = form == SortForm::sort_stable && !args[1].isNone() && args[1].toBool();
+  Launch k = find(device, std::string("sort_lines_") + suffix);
+  if (!k.ok()) return false;
+  const int64_t dim_arg = args[form == SortForm::sort ? 1 : 2].toInt();
+  const bool descending = args[form == SortForm::sort ? 2 : 3].toBool();  // topk: largest
+  if (form == SortForm::topk) {  // a k out of range: the CPU's message, not the meta function's
+    const int64_t rank = std::max<int64_t>(self.dim(), 1);
+    if (dim_arg < -rank || dim_arg >= rank) return false;
+    const int64_t k_arg = args[1].toInt();
+    if (k_arg < 0 || k_arg > (self.dim() ? self.size(c10::maybe_wrap_dim(dim_arg, rank)) : 1)) return false;
+  }
+  // The meta function raises the CPU's errors for a dim out of range.
+  std::vector<at::Tensor> outs = eager_outputs(op, eager_op(op), device, args);
+  for (const auto& t : outs)
+    if (!t.is_contiguous()) return false;
+  const c10::IntArrayRef sizes = self.dim() ? self.sizes() : c10::IntArrayRef({1});
+  const int64_t dim = c10::maybe_wrap_dim(dim_arg, static_cast<int64_t>(sizes.size()));
+  const int64_t kept = form == SortForm::topk ? args[1].toInt() : sizes[dim];
+  if (self.numel() > 0 && kept > 0)
+    launch_compiled_kernel(k.kernel, {dense(self), outs[0], outs[1]},
+                           {prod(sizes, 0, dim), sizes[dim], prod(sizes, dim + 1, sizes.size()), descending,
+                            form == SortForm::topk ? kept : stable ? -2 : -1});
+  finish_op(stack, args.size(), std::move(outs));
+  return true;
+}
+
 // arange.start_out(start, end, step, out) and linspace.out(start, end, steps, out)
 bool ramp(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack, bool linspace) {
   Args args = op_args(op, stack);
@@ -639,6 +681,9 @@ const std::unordered_map<std::string, Handler>& handlers() {
       {"aten::index_put", [](auto& op, auto d, auto* s) { return index_put(op, d, s, false); }},
       {"aten::eye.out", [](auto& op, auto d, auto* s) { return eye_out(op, d, s, true); }},
       {"aten::eye.m_out", [](auto& op, auto d, auto* s) { return eye_out(op, d, s, false); }},
+      {"aten::sort", [](auto& op, auto d, auto* s) { return sort_op(op, d, s, SortForm::sort); }},
+      {"aten::sort.stable", [](auto& op, auto d, auto* s) { return sort_op(op, d, s, SortForm::sort_stable); }},
+      {"aten::topk", [](auto& op, auto d, auto* s) { return sort_op(op, d, s, SortForm::topk); }},
       {"aten::max", [](auto& op, auto d, auto* s) { return extreme_of_all(op, d, s, true); }},
       {"aten::min", [](auto& op, auto d, auto* s) { return extreme_of_all(op, d, s, false); }},
   };

@@ -1,0 +1,42 @@
+"""sort, argsort and topk on the protected driver run as device kernels (the
+C++ library's sort_lines) with the CPU's results bit for bit, tied values
+included: the kernel runs the CPU kernel's own steps (std::sort,
+std::stable_sort, partial_sort or nth_element) with its comparators. NaN
+counts as the largest value. Errors are the CPU's."""
+from conftest import run_python
+
+CODE = """
+import torch
+torch.manual_seed(0)
+x = torch.randn(4, 7, 5); x[1, 2, 3] = float("nan"); x[0, 0, 0] = x[0, 1, 0]
+tied_ints = torch.randint(0, 5, (6, 9, 4))
+tied_floats = torch.randint(0, 3, (3, 200)).float()  # topk's partial_sort path (k * 64 <= 200)
+for t in (x, tied_ints, tied_floats, x.double(), tied_ints.to(torch.int16)):
+    d = t.to("neuron")
+    for dim in range(-1, t.dim()):
+        for desc in (False, True):
+            for stable in (False, True):
+                a, b = torch.sort(t, dim=dim, descending=desc, stable=stable), torch.sort(d, dim=dim, descending=desc, stable=stable)
+                assert torch.equal(a.indices, b.indices.cpu()), (t.dtype, dim, desc, stable)
+                torch.testing.assert_close(b.values.cpu(), a.values, equal_nan=True)
+        for largest in (True, False):
+            for k in (0, 1, 2, t.size(dim)):
+                a, b = torch.topk(t, k, dim, largest), torch.topk(d, k, dim, largest)
+                assert torch.equal(a.indices, b.indices.cpu()), (t.dtype, dim, largest, k)
+                torch.testing.assert_close(b.values.cpu(), a.values, equal_nan=True)
+assert torch.equal(torch.argsort(tied_ints, 1), torch.argsort(tied_ints.to("neuron"), 1).cpu())
+assert torch.sort(torch.tensor(3.0, device="neuron")).indices.item() == 0
+assert not torch.neuron.fallback_report(), torch.neuron.format_fallback_report()
+for bad in (lambda t: torch.topk(t, 9, 1), lambda t: torch.topk(t, -1, 1), lambda t: torch.sort(t, 5)):
+    msgs = []
+    for t in (x, x.to("neuron")):
+        try:
+            bad(t)
+        except (RuntimeError, IndexError) as e:
+            msgs.append(str(e))
+    assert len(msgs) == 2 and msgs[0] == msgs[1], msgs
+"""
+
+
+def test_sort_and_topk_run_on_the_device_with_the_cpu_tie_order():
+    run_python(CODE, env={"OPENNEURON_DRIVER": "protected", "OPENNEURON_CPU_FALLBACK": "silent"}, timeout=300)
