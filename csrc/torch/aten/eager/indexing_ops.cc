@@ -69,13 +69,6 @@ struct Launch {
 
 Launch find(c10::DeviceIndex device, const std::string& entry) { return {library_kernel(device, entry)}; }
 
-// Whether a kernel whose invocations loop `trips` times runs to the end on
-// the device (lavapipe stops an invocation after 65535 trips).
-bool loops_fit(c10::DeviceIndex device, int64_t trips) {
-  const int64_t limit = hal::driver().properties(device).max_loop_trips;
-  return limit == 0 || trips < limit - 64;  // room for the kernel's other loops
-}
-
 // The C++ library's kernels run on host threads with the CPU's semantics
 // throughout; a GPU target's lack a few (noted at their use).
 bool cpp_target(c10::DeviceIndex device) { return hal::driver().properties(device).kernel_target == "cpp"; }

@@ -72,6 +72,11 @@ void finish_op(torch::jit::Stack* stack, size_t num_args, std::vector<at::Tensor
   for (auto& r : results) stack->emplace_back(std::move(r));
 }
 
+bool loops_fit(c10::DeviceIndex device, int64_t trips) {
+  const int64_t limit = hal::driver().properties(device).max_loop_trips;
+  return limit == 0 || trips < limit - 64;  // room for the kernel's other loops
+}
+
 int64_t library_kernel(c10::DeviceIndex device, const std::string& entry) {
   const std::string path = library_path(hal::driver().properties(device).kernel_target);
   if (path.empty()) return -1;

@@ -25,8 +25,11 @@ const char* library_type_suffix(at::ScalarType t);
 int64_t double_bits(double v);
 // the op's arguments on the stack;
 c10::ArrayRef<c10::IValue> op_args(const c10::OperatorHandle& op, const torch::jit::Stack* stack);
-// the arguments replaced by the op's results.
+// the arguments replaced by the op's results;
 void finish_op(torch::jit::Stack* stack, size_t num_args, std::vector<at::Tensor> results);
+// whether a kernel whose invocations loop `trips` times runs to the end on
+// the device (lavapipe stops an invocation after 65535 trips).
+bool loops_fit(c10::DeviceIndex device, int64_t trips);
 
 // mm, bmm, addmm, baddbmm (functional or out=) writing `out`, as computed by
 // their meta functions, on the library's gemm; false (nothing done) for a

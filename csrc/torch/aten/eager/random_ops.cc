@@ -14,8 +14,8 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
-#include "hal/driver.h"
 #include "torch/aten/eager/library_kernels.h"
 #include "torch/runtime/compiled_kernels.h"
 #include "torch/runtime/device.h"
@@ -109,6 +109,21 @@ bool bernoulli_tensor(const c10::OperatorHandle& op, c10::DeviceIndex device, to
   return true;
 }
 
+// The integers a dtype the kernels write holds exactly (lowest, highest);
+// none for the others (16-bit floats: the CPU's kernels).
+std::optional<std::pair<int64_t, int64_t>> exact_integers(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return std::pair<int64_t, int64_t>(-(1LL << 24), 1LL << 24);
+    case at::kDouble: return std::pair<int64_t, int64_t>(-(1LL << 53), 1LL << 53);
+    case at::kLong: return std::pair<int64_t, int64_t>(INT64_MIN, INT64_MAX);
+    case at::kInt: return std::pair<int64_t, int64_t>(INT32_MIN, INT32_MAX);
+    case at::kShort: return std::pair<int64_t, int64_t>(INT16_MIN, INT16_MAX);
+    case at::kChar: return std::pair<int64_t, int64_t>(INT8_MIN, INT8_MAX);
+    case at::kByte: return std::pair<int64_t, int64_t>(0, UINT8_MAX);
+    default: return std::nullopt;
+  }
+}
+
 // random_(self, from, to) and random_(self, to): integers in [from, to),
 // where `self`'s dtype holds them exactly.
 bool random_range(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack, bool has_from) {
@@ -119,19 +134,8 @@ bool random_range(const c10::OperatorHandle& op, c10::DeviceIndex device, torch:
   if (to_arg.isNone() || to_arg.toInt() <= from) return false;  // default ranges and errors: the CPU's
   const int64_t to = to_arg.toInt();
   // The values self's dtype holds exactly; past them the CPU raises.
-  const at::ScalarType t = self.scalar_type();
-  int64_t low = 0, high = 0;
-  switch (t) {
-    case at::kFloat: low = -(1LL << 24), high = 1LL << 24; break;
-    case at::kDouble: low = -(1LL << 53), high = 1LL << 53; break;
-    case at::kLong: low = INT64_MIN, high = INT64_MAX; break;
-    case at::kInt: low = INT32_MIN, high = INT32_MAX; break;
-    case at::kShort: low = INT16_MIN, high = INT16_MAX; break;
-    case at::kChar: low = INT8_MIN, high = INT8_MAX; break;
-    case at::kByte: low = 0, high = UINT8_MAX; break;
-    default: return false;
-  }
-  if (from < low || to - 1 > high) return false;
+  const auto range_of = exact_integers(self.scalar_type());
+  if (!range_of || from < range_of->first || to - 1 > range_of->second) return false;
   // The range as unsigned: from = INT64_MIN spans more than int64 holds.
   const uint64_t range = static_cast<uint64_t>(to) - static_cast<uint64_t>(from);
   if (!fill(self, "random_integers", generator_of(args[has_from ? 3 : 2], device), from, static_cast<int64_t>(range)))
@@ -194,21 +198,9 @@ bool randperm(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit
   Args args = op_args(op, stack);
   const int64_t n = args[0].toInt();
   at::Tensor out = args[has_generator ? 2 : 1].toTensor();
-  int64_t largest = 0;
-  switch (out.scalar_type()) {
-    case at::kFloat: largest = 1LL << 24; break;
-    case at::kDouble: largest = 1LL << 53; break;
-    case at::kLong: largest = INT64_MAX; break;
-    case at::kInt: largest = INT32_MAX; break;
-    case at::kShort: largest = INT16_MAX; break;
-    case at::kChar: largest = INT8_MAX; break;
-    case at::kByte: largest = UINT8_MAX; break;
-    default: return false;  // float16, bfloat16: the CPU's kernel
-  }
-  if (n < 0 || (n > 0 && n - 1 > largest)) return false;
-  // The kernel loops over n in one invocation: within a GPU's loop limit.
-  const int64_t loop_limit = hal::driver().properties(device).max_loop_trips;
-  if (loop_limit != 0 && n >= loop_limit - 64) return false;
+  const auto range_of = exact_integers(out.scalar_type());
+  if (!range_of || n < 0 || (n > 0 && n - 1 > range_of->second)) return false;
+  if (!loops_fit(device, n)) return false;  // the kernel loops over n in one invocation
   out.resize_({n});
   const bool direct = out.is_contiguous();
   at::Tensor target = direct ? out : at::empty({n}, out.options());
