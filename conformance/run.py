@@ -33,6 +33,11 @@ sys.path.insert(0, HERE)
 
 import expectations  # noqa: E402
 
+# Reproducible CPU references (workers inherit it): oneMKL's first call of a
+# VML function can race into a low-accuracy kernel after a fork
+# (pytorch/pytorch#188792); a pinned code path does not.
+os.environ.setdefault("MKL_CBWR", "AVX2")
+
 # What the worker's environment adds for each path.
 MODE_ENV = {
     "fallback": {"OPENNEURON_FORCE_CPU_FALLBACK": "all", "OPENNEURON_CPU_FALLBACK": "silent"},

@@ -19,6 +19,10 @@ _SESSION_CACHE = tempfile.mkdtemp(prefix="openneuron-test-caches-")
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_SESSION_CACHE, "torch"))
 os.environ.setdefault("OPENNEURON_COMPILE_CACHE_DIR", os.path.join(_SESSION_CACHE, "openneuron"))
 
+# The CPU references must be reproducible: see MKL_CBWR in scripts/test.sh
+# (oneMKL's racy first-call VML dispatch, pytorch/pytorch#188792).
+os.environ.setdefault("MKL_CBWR", "AVX2")
+
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
