@@ -22,15 +22,16 @@ const char* const kCppLibrarySource = R"CPP(
 
 namespace {
 
-// The register tile: MR rows of NR columns. AVX-512 holds an 8 x 16 float
-// tile in 8 registers (enough independent FMAs to fill both FMA ports);
-// AVX2 a 6 x 16 one in 12.
+// The register tile: MR rows of NR columns. AVX-512 holds a 12 x 32 float
+// tile in 24 of its 32 registers: per k step 2 loads of B and 12 broadcasts
+// of A feed 24 FMAs, so both FMA ports stay busy (an 8 x 16 tile issues 9
+// loads per 8 FMAs and waits on the load ports). AVX2: a 6 x 16 tile in 12.
 #if defined(__AVX512F__)
-constexpr int64_t MR = 8;
+constexpr int64_t MR = 12, NR = 32;
 #else
-constexpr int64_t MR = 6;
+constexpr int64_t MR = 6, NR = 16;
 #endif
-constexpr int64_t NR = 16, KC = 256, MC = 96, NC = 4096;
+constexpr int64_t KC = 256, MC = 96, NC = 4096;
 
 struct Gemm {
   int64_t batch, m, n, k;
@@ -46,42 +47,80 @@ Gemm read(const int64_t* s) {
   return g;
 }
 
-// Panel jp (NR columns) of B's block (pc..pc+kc, jc..jc+nc), k-major.
+// Packing buffers, kept per thread and reused: a product is often small
+// (attention's bmm runs thousands), and a fresh zeroed vector per call costs
+// more than the product itself (an mmap and page faults above 128 KiB).
+enum Scratch { kPackedB, kSharedA, kOwnA };
 template <class T>
-void pack_b_panel(const T* b, const Gemm& g, int64_t pc, int64_t kc, int64_t jc, int64_t nc, int64_t jp, T* out) {
-  for (int64_t p = 0; p < kc; ++p) {
-    T* dst = out + (jp * kc + p) * NR;
-    const T* src = b + (pc + p) * g.b_k;
-    for (int64_t j = 0; j < NR; ++j) {
-      const int64_t col = jp * NR + j;
-      dst[j] = col < nc ? src[(jc + col) * g.b_n] : T(0);
-    }
-  }
+T* scratch(Scratch slot, size_t elements) {
+  thread_local std::vector<T> buffers[3];
+  std::vector<T>& buffer = buffers[slot];
+  if (buffer.size() < elements) buffer.resize(elements);
+  return buffer.data();
 }
 
+// Panel jp (NR columns) of B's block (pc..pc+kc, jc..jc+nc), k-major.
+// Packing is a large share of small products (attention's k = head size):
+// B's two usual layouts are read along their contiguous dimension.
+template <class T>
+void pack_b_panel(const T* b, const Gemm& g, int64_t pc, int64_t kc, int64_t jc, int64_t nc, int64_t jp, T* out) {
+  out += jp * kc * NR;
+  const int64_t cols = std::min(NR, nc - jp * NR);
+  const T* first = b + pc * g.b_k + (jc + jp * NR) * g.b_n;
+  if (g.b_n == 1 && cols == NR) {  // rows of B contiguous
+    for (int64_t p = 0; p < kc; ++p) std::memcpy(out + p * NR, first + p * g.b_k, NR * sizeof(T));
+    return;
+  }
+  if (g.b_k == 1) {  // columns of B contiguous (B transposed)
+    for (int64_t j = 0; j < NR; ++j) {
+      const T* col = first + j * g.b_n;
+      for (int64_t p = 0; p < kc; ++p) out[p * NR + j] = j < cols ? col[p] : T(0);
+    }
+    return;
+  }
+  for (int64_t p = 0; p < kc; ++p)
+    for (int64_t j = 0; j < NR; ++j) out[p * NR + j] = j < cols ? first[p * g.b_k + j * g.b_n] : T(0);
+}
+
+// A's rows ic..ic+mc, k block pc..pc+kc, in panels of MR rows, k-major.
 template <class T>
 void pack_a(const T* a, const Gemm& g, int64_t ic, int64_t mc, int64_t pc, int64_t kc, T* out) {
-  for (int64_t ip = 0; ip * MR < mc; ++ip)
-    for (int64_t p = 0; p < kc; ++p) {
-      T* dst = out + (ip * kc + p) * MR;
+  for (int64_t ip = 0; ip * MR < mc; ++ip) {
+    T* dst = out + ip * kc * MR;
+    const int64_t rows = std::min(MR, mc - ip * MR);
+    const T* first = a + (ic + ip * MR) * g.a_m + pc * g.a_k;
+    if (g.a_m == 1 && rows == MR) {  // columns of A contiguous (A transposed)
+      for (int64_t p = 0; p < kc; ++p) std::memcpy(dst + p * MR, first + p * g.a_k, MR * sizeof(T));
+    } else if (g.a_k == 1) {  // rows of A contiguous
       for (int64_t i = 0; i < MR; ++i) {
-        const int64_t row = ip * MR + i;
-        dst[i] = row < mc ? a[(ic + row) * g.a_m + (pc + p) * g.a_k] : T(0);
+        const T* row = first + i * g.a_m;
+        for (int64_t p = 0; p < kc; ++p) dst[p * MR + i] = i < rows ? row[p] : T(0);
       }
+    } else {
+      for (int64_t p = 0; p < kc; ++p)
+        for (int64_t i = 0; i < MR; ++i) dst[p * MR + i] = i < rows ? first[i * g.a_m + p * g.a_k] : T(0);
     }
+  }
 }
 
 // float tiles with fused multiply-adds, as BLAS kernels compute them (the
 // library is built with -ffp-contract=off, so a * b + c would round twice).
 #if defined(__AVX512F__)
 inline void tile_f32(const float* ap, const float* bp, int64_t kc, float (&acc)[MR][NR]) {
-  __m512 c[MR];
-  for (int64_t i = 0; i < MR; ++i) c[i] = _mm512_setzero_ps();
+  __m512 c[MR][2];
+  for (int64_t i = 0; i < MR; ++i) c[i][0] = c[i][1] = _mm512_setzero_ps();
   for (int64_t p = 0; p < kc; ++p) {
-    const __m512 b = _mm512_loadu_ps(bp + p * NR);
-    for (int64_t i = 0; i < MR; ++i) c[i] = _mm512_fmadd_ps(_mm512_set1_ps(ap[p * MR + i]), b, c[i]);
+    const __m512 b0 = _mm512_loadu_ps(bp + p * NR), b1 = _mm512_loadu_ps(bp + p * NR + 16);
+    for (int64_t i = 0; i < MR; ++i) {
+      const __m512 a = _mm512_set1_ps(ap[p * MR + i]);
+      c[i][0] = _mm512_fmadd_ps(a, b0, c[i][0]);
+      c[i][1] = _mm512_fmadd_ps(a, b1, c[i][1]);
+    }
   }
-  for (int64_t i = 0; i < MR; ++i) _mm512_storeu_ps(acc[i], c[i]);
+  for (int64_t i = 0; i < MR; ++i) {
+    _mm512_storeu_ps(acc[i], c[i][0]);
+    _mm512_storeu_ps(acc[i] + 16, c[i][1]);
+  }
 }
 #define OPENNEURON_TILE_F32 1
 #elif defined(__AVX2__) && defined(__FMA__)
@@ -123,14 +162,35 @@ void tile(const T* ap, const T* bp, int64_t kc, T (&acc)[MR][NR]) {
 }
 
 // C's first k block starts from beta * X (or nothing), later ones add to C.
+// Rows of C (and X) with unit column stride take a vectorisable path: the
+// same operations in the same order, so the same bits; k-heavy products
+// (weight gradients) store every C tile once per k block.
 template <class T>
 void store(const Gemm& g, T* c, const T* x, int64_t i0, int64_t j0, int64_t mr, int64_t nr, bool first,
            const T (&acc)[MR][NR]) {
   const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
+  const bool with_x = first && g.beta != 0;
+  if (g.c_n == 1 && (!with_x || g.x_n == 1)) {
+    for (int64_t i = 0; i < mr; ++i) {
+      T* out = c + (i0 + i) * g.c_m + j0;
+      const T* xr = with_x ? x + (i0 + i) * g.x_m + j0 : nullptr;
+      if (with_x) {
+#pragma omp simd
+        for (int64_t j = 0; j < nr; ++j) out[j] = beta * xr[j] + alpha * acc[i][j];
+      } else if (first) {
+#pragma omp simd
+        for (int64_t j = 0; j < nr; ++j) out[j] = T(0) + alpha * acc[i][j];
+      } else {
+#pragma omp simd
+        for (int64_t j = 0; j < nr; ++j) out[j] = out[j] + alpha * acc[i][j];
+      }
+    }
+    return;
+  }
   for (int64_t i = 0; i < mr; ++i)
     for (int64_t j = 0; j < nr; ++j) {
       T* out = c + (i0 + i) * g.c_m + (j0 + j) * g.c_n;
-      T base = first ? (g.beta != 0 ? beta * x[(i0 + i) * g.x_m + (j0 + j) * g.x_n] : T(0)) : *out;
+      T base = first ? (with_x ? beta * x[(i0 + i) * g.x_m + (j0 + j) * g.x_n] : T(0)) : *out;
       *out = base + alpha * acc[i][j];
     }
 }
@@ -156,16 +216,28 @@ void gemm_one(const Gemm& g, const T* a, const T* b, T* c, const T* x, int64_t t
     const int64_t groups =
         threads == 1 || blocks >= 2 * threads ? 1 : std::min(panels, (4 * threads + blocks - 1) / blocks);
     const int64_t per_group = (panels + groups - 1) / groups;
-    std::vector<T> bp(panels * NR * KC);
-    const bool parallel = threads > 1 && g.m * nc * std::min(g.k, KC) > 32768;
+    const int64_t kc_max = std::min(KC, g.k);
+    T* const bp = scratch<T>(kPackedB, panels * NR * kc_max);
+    // With column groups, a row block's A panel serves several units: it is
+    // packed once, beside B, instead of once per unit.
+    const int64_t shared_a_panels = groups > 1 ? (g.m + MR - 1) / MR : 0;
+    T* const shared_ap = scratch<T>(kSharedA, shared_a_panels * MR * kc_max);
+    const bool parallel = threads > 1 && g.m * nc * kc_max > 32768;
 #pragma omp parallel num_threads(threads) if (parallel)
     {
-      std::vector<T> ap(((MC + MR - 1) / MR) * MR * KC);
+      T* const own_ap = shared_a_panels ? nullptr : scratch<T>(kOwnA, ((MC + MR - 1) / MR) * MR * kc_max);
       T acc[MR][NR];
       for (int64_t pc = 0; pc < g.k; pc += KC) {
         const int64_t kc = std::min(KC, g.k - pc);
 #pragma omp for schedule(static)
-        for (int64_t jp = 0; jp < panels; ++jp) pack_b_panel(b, g, pc, kc, jc, nc, jp, bp.data());
+        for (int64_t t = 0; t < panels + shared_a_panels; ++t) {
+          if (t < panels) {
+            pack_b_panel(b, g, pc, kc, jc, nc, t, bp);
+          } else {
+            const int64_t i0 = (t - panels) * MR;
+            pack_a(a, g, i0, std::min(MR, g.m - i0), pc, kc, shared_ap + i0 * kc);
+          }
+        }
         // (the loop's barrier: B is packed before any unit reads it, and
         // every unit is done before the next k block repacks it)
 #pragma omp for schedule(dynamic)
@@ -173,11 +245,12 @@ void gemm_one(const Gemm& g, const T* a, const T* b, T* c, const T* x, int64_t t
           const int64_t ic = (unit / groups) * MC, mc = std::min(MC, g.m - ic);
           const int64_t j0 = (unit % groups) * per_group, j1 = std::min(panels, j0 + per_group);
           if (j0 >= j1) continue;
-          pack_a(a, g, ic, mc, pc, kc, ap.data());
+          const T* ap = shared_a_panels ? shared_ap + ic * kc : own_ap;
+          if (!shared_a_panels) pack_a(a, g, ic, mc, pc, kc, own_ap);
           for (int64_t jp = j0; jp < j1; ++jp)
             for (int64_t ir = 0; ir < mc; ir += MR) {
               const int64_t jr = jp * NR;
-              tile<T>(ap.data() + (ir / MR) * kc * MR, bp.data() + jp * kc * NR, kc, acc);
+              tile<T>(ap + (ir / MR) * kc * MR, bp + jp * kc * NR, kc, acc);
               store<T>(g, c, x, ic + ir, jc + jr, std::min(MR, mc - ir), std::min(NR, nc - jr), pc == 0, acc);
             }
         }
