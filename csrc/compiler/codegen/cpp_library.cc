@@ -59,9 +59,65 @@ T* scratch(Scratch slot, size_t elements) {
   return buffer.data();
 }
 
+// out[p * width + r] = src[r * ld + p] for r < rows (zeros up to width):
+// an operand whose k dimension is contiguous, turned k-major for the tile.
+// float rows go through 8x8 and 4x4 register transposes; packing is a large
+// share of small products (attention's bmm) and scalar copies here cost as
+// much as the multiply-adds.
+#if defined(__AVX__)
+inline void transpose8x8(const float* src, int64_t ld, float* dst, int64_t dst_ld) {
+  __m256 r[8], t[8], u[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ld);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(dst + i * dst_ld, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+    _mm256_storeu_ps(dst + (i + 4) * dst_ld, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+  }
+}
+
+inline void transpose4x4(const float* src, int64_t ld, float* dst, int64_t dst_ld) {
+  __m128 r0 = _mm_loadu_ps(src), r1 = _mm_loadu_ps(src + ld), r2 = _mm_loadu_ps(src + 2 * ld),
+         r3 = _mm_loadu_ps(src + 3 * ld);
+  _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+  _mm_storeu_ps(dst, r0);
+  _mm_storeu_ps(dst + dst_ld, r1);
+  _mm_storeu_ps(dst + 2 * dst_ld, r2);
+  _mm_storeu_ps(dst + 3 * dst_ld, r3);
+}
+#endif
+
+template <class T>
+void pack_transposed(const T* src, int64_t ld, int64_t rows, int64_t kc, int64_t width, T* out) {
+  int64_t r0 = 0;
+#if defined(__AVX__)
+  if constexpr (std::is_same_v<T, float>) {
+    for (const int64_t block : {8, 4}) {
+      for (; r0 + block <= rows; r0 += block) {
+        int64_t p = 0;
+        for (; p + block <= kc; p += block) {
+          if (block == 8) transpose8x8(src + r0 * ld + p, ld, out + p * width + r0, width);
+          else transpose4x4(src + r0 * ld + p, ld, out + p * width + r0, width);
+        }
+        for (; p < kc; ++p)
+          for (int64_t r = r0; r < r0 + block; ++r) out[p * width + r] = src[r * ld + p];
+      }
+    }
+  }
+#endif
+  for (int64_t r = r0; r < width; ++r)  // rows left over, then the zero padding
+    for (int64_t p = 0; p < kc; ++p) out[p * width + r] = r < rows ? src[r * ld + p] : T(0);
+}
+
 // Panel jp (NR columns) of B's block (pc..pc+kc, jc..jc+nc), k-major.
-// Packing is a large share of small products (attention's k = head size):
-// B's two usual layouts are read along their contiguous dimension.
 template <class T>
 void pack_b_panel(const T* b, const Gemm& g, int64_t pc, int64_t kc, int64_t jc, int64_t nc, int64_t jp, T* out) {
   out += jp * kc * NR;
@@ -69,33 +125,33 @@ void pack_b_panel(const T* b, const Gemm& g, int64_t pc, int64_t kc, int64_t jc,
   const T* first = b + pc * g.b_k + (jc + jp * NR) * g.b_n;
   if (g.b_n == 1 && cols == NR) {  // rows of B contiguous
     for (int64_t p = 0; p < kc; ++p) std::memcpy(out + p * NR, first + p * g.b_k, NR * sizeof(T));
-    return;
+  } else if (g.b_k == 1) {  // columns of B contiguous (B transposed)
+    pack_transposed(first, g.b_n, cols, kc, NR, out);
+  } else {
+    for (int64_t p = 0; p < kc; ++p)
+      for (int64_t j = 0; j < NR; ++j) out[p * NR + j] = j < cols ? first[p * g.b_k + j * g.b_n] : T(0);
   }
-  if (g.b_k == 1) {  // columns of B contiguous (B transposed)
-    for (int64_t j = 0; j < NR; ++j) {
-      const T* col = first + j * g.b_n;
-      for (int64_t p = 0; p < kc; ++p) out[p * NR + j] = j < cols ? col[p] : T(0);
-    }
-    return;
-  }
-  for (int64_t p = 0; p < kc; ++p)
-    for (int64_t j = 0; j < NR; ++j) out[p * NR + j] = j < cols ? first[p * g.b_k + j * g.b_n] : T(0);
 }
 
 // A's rows ic..ic+mc, k block pc..pc+kc, in panels of MR rows, k-major.
 template <class T>
 void pack_a(const T* a, const Gemm& g, int64_t ic, int64_t mc, int64_t pc, int64_t kc, T* out) {
-  for (int64_t ip = 0; ip * MR < mc; ++ip) {
+  const int64_t full_panels = g.a_m == 1 ? mc / MR : 0;
+  if (full_panels) {  // columns of A contiguous (A transposed): each of A's k rows read once, in order
+    // (panel by panel would read kc rows a large power-of-two stride apart,
+    // all in one cache set, once per panel)
+    for (int64_t p = 0; p < kc; ++p) {
+      const T* row = a + ic + (pc + p) * g.a_k;
+      for (int64_t ip = 0; ip < full_panels; ++ip)
+        std::memcpy(out + (ip * kc + p) * MR, row + ip * MR, MR * sizeof(T));
+    }
+  }
+  for (int64_t ip = full_panels; ip * MR < mc; ++ip) {
     T* dst = out + ip * kc * MR;
     const int64_t rows = std::min(MR, mc - ip * MR);
     const T* first = a + (ic + ip * MR) * g.a_m + pc * g.a_k;
-    if (g.a_m == 1 && rows == MR) {  // columns of A contiguous (A transposed)
-      for (int64_t p = 0; p < kc; ++p) std::memcpy(dst + p * MR, first + p * g.a_k, MR * sizeof(T));
-    } else if (g.a_k == 1) {  // rows of A contiguous
-      for (int64_t i = 0; i < MR; ++i) {
-        const T* row = first + i * g.a_m;
-        for (int64_t p = 0; p < kc; ++p) dst[p * MR + i] = i < rows ? row[p] : T(0);
-      }
+    if (g.a_k == 1) {  // rows of A contiguous
+      pack_transposed(first, g.a_m, rows, kc, MR, dst);
     } else {
       for (int64_t p = 0; p < kc; ++p)
         for (int64_t i = 0; i < MR; ++i) dst[p * MR + i] = i < rows ? first[i * g.a_m + p * g.a_k] : T(0);
