@@ -2,7 +2,8 @@
 vulkan) draw on the device: Philox numbers from the neuron generator's
 (seed, offset), as CUDA does, never through the CPU fallback. Checked for
 their distributions, ranges, dropout's scaling and gradient, replay by seed,
-generator state and explicit generators, strided outputs, randperm, and the CPU's
+generator state and explicit generators, strided outputs, randperm, exponential_,
+log_normal_, cauchy_, geometric_, multinomial, and the CPU's
 errors for bad arguments. Each driver runs in a fresh interpreter."""
 import pytest
 
@@ -83,3 +84,73 @@ def test_random_ops_draw_on_the_device(driver):
     # The fallback report must stay empty (the bad arguments raise the
     # CPU's errors through the fallback, which does not count a call that raised).
     run_python(CODE, env={"OPENNEURON_DRIVER": driver, "OPENNEURON_CPU_FALLBACK": "silent"}, timeout=300)
+
+
+DISTRIBUTIONS = """
+import math, torch
+torch.manual_seed(0)
+glsl = torch.neuron.get_device_properties(0).kernel_target == "glsl"
+n = 100000
+
+def ks(x, cdf):
+    # Kolmogorov-Smirnov statistic sqrt(n) * D; above 1.95 has p < 0.001
+    x = x.double().sort().values
+    f = cdf(x); i = torch.arange(1, x.numel() + 1, dtype=torch.double)
+    return math.sqrt(x.numel()) * torch.maximum(i / x.numel() - f, f - (i - 1) / x.numel()).max().item()
+
+dtypes = [torch.float32, torch.float16] + ([] if glsl else [torch.float64])
+for dt in dtypes:
+    e = torch.empty(n, device="neuron", dtype=dt).exponential_(2.0).cpu().double()
+    assert (e > 0).all(), dt  # never 0, as CUDA's
+    continuous = dt != torch.float16   # (float16's rounding steps alone exceed the bound)
+    if continuous:
+        assert ks(e, lambda x: 1 - torch.exp(-2 * x)) < 1.95, dt
+    assert abs(e.mean() - 0.5) < 0.01, (dt, e.mean())
+    ln = torch.empty(n, device="neuron", dtype=dt).log_normal_(0.5, 0.3).cpu().double()
+    assert (ln > 0).all() and (not continuous or ks(ln, lambda x: torch.special.ndtr((x.log() - 0.5) / 0.3)) < 1.95), dt
+    c = torch.empty(n, device="neuron", dtype=dt).cauchy_(1.0, 2.0).cpu().double()
+    assert not continuous or ks(c, lambda x: 0.5 + torch.atan((x - 1) / 2) / math.pi) < 1.95, dt
+    assert abs(c.median() - 1) < 0.05, (dt, c.median())
+for dt in [torch.float32] + ([] if glsl else [torch.int32, torch.int64]):  # (integers: drawn in float64)
+    g = torch.empty(n, device="neuron", dtype=dt).geometric_(0.3).cpu()
+    assert g.dtype == dt and g.min() >= 1, dt
+    for k in (1, 2, 3):
+        assert abs((g == k).double().mean() - 0.3 * 0.7 ** (k - 1)) < 0.006, (dt, k)
+
+# multinomial: the CPU's exponential race; frequencies follow the weights
+p = torch.tensor([[0.1, 0.0, 0.6, 0.3], [1.0, 1.0, 1.0, 1.0]], device="neuron")
+s = torch.multinomial(p, 20000, replacement=True)
+assert s.shape == (2, 20000) and s.dtype == torch.int64
+for row, weights in zip(s.cpu(), p.cpu()):
+    freq = torch.bincount(row, minlength=4).double() / row.numel()
+    assert (freq - weights / weights.sum()).abs().max() < 0.015, freq
+if not glsl:  # (topk has no GLSL kernel yet)
+    picks = torch.stack([torch.multinomial(p[0], 2) for _ in range(1000)]).cpu()
+    assert (picks != 1).all() and (picks[:, 0] != picks[:, 1]).all()   # weight 0 never, no repeats
+    first = torch.bincount(picks[:, 0], minlength=4).double() / 1000
+    assert (first - torch.tensor([0.1, 0.0, 0.6, 0.3], dtype=torch.double)).abs().max() < 0.05, first
+    assert torch.multinomial(p, 4).sort(1).values.cpu()[1].tolist() == [0, 1, 2, 3]
+assert torch.multinomial(p[0], 1).shape == (1,) and torch.multinomial(p, 1).shape == (2, 1)
+out = torch.empty(0, dtype=torch.long, device="neuron"); torch.multinomial(p, 3, True, out=out); assert out.shape == (2, 3)
+gen = torch.Generator(device="neuron")
+draws = [torch.multinomial(p, 3, True, generator=gen.manual_seed(5)).cpu() for _ in range(2)]
+assert torch.equal(*draws)
+assert not torch.neuron.fallback_report(), torch.neuron.format_fallback_report()
+# the CPU's errors for bad arguments and distributions
+for bad in (lambda: torch.empty(3, device="neuron").exponential_(-1), lambda: torch.empty(3, device="neuron").geometric_(1.5),
+            lambda: torch.multinomial(torch.zeros(3, device="neuron"), 1),
+            lambda: torch.multinomial(torch.tensor([1.0, -1.0], device="neuron"), 1),
+            lambda: torch.multinomial(torch.tensor([1.0, float("nan")], device="neuron"), 1),
+            lambda: torch.multinomial(torch.ones(3, device="neuron"), 4)):
+    try:
+        bad(); raise AssertionError("no error")
+    except RuntimeError:
+        pass
+"""
+
+
+@pytest.mark.parametrize("driver", ["protected", "vulkan"])
+def test_distributions_and_multinomial_draw_on_the_device(driver):
+    # exponential_, log_normal_, cauchy_, geometric_ and multinomial: device
+    # ops over Philox draws, checked against their distributions' CDFs.
+    run_python(DISTRIBUTIONS, env={"OPENNEURON_DRIVER": driver, "OPENNEURON_CPU_FALLBACK": "silent"}, timeout=300)

@@ -1,6 +1,8 @@
 #include "torch/aten/eager/random_ops.h"
 
 #include <ATen/ExpandUtils.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/where.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -211,6 +213,138 @@ bool randperm(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit
   return true;
 }
 
+// The dtype a transform of uniform draws is computed in: self's, or float32
+// for 16-bit floats, float64 for integers (geometric_ into an integer tensor).
+at::ScalarType work_dtype(at::ScalarType t) {
+  if (t == at::kHalf || t == at::kBFloat16) return at::kFloat;
+  return at::isFloatingType(t) ? t : at::kDouble;
+}
+
+// Draws in (0, 1] shaped like `self`, in `dtype`: 1 - u for u in [0, 1), so
+// a log of it is finite (the CUDA kernels' curand range).
+std::optional<at::Tensor> open_uniform(const at::Tensor& self, at::ScalarType dtype, NeuronGenerator* gen) {
+  at::Tensor u = at::empty(self.sizes(), self.options().dtype(dtype));
+  if (!fill(u, "random_uniform", gen, double_bits(0.0), double_bits(1.0))) return std::nullopt;
+  return u.neg_().add_(1);
+}
+
+// Half the machine epsilon of a floating dtype.
+double half_epsilon(at::ScalarType t) {
+  switch (t) {
+    case at::kHalf: return 0.5 / 1024;
+    case at::kBFloat16: return 0.5 / 128;
+    case at::kDouble: return 0.5 * 2.220446049250313e-16;
+    default: return 0.5 * 1.1920928955078125e-07;
+  }
+}
+
+// Standard exponential draws shaped like `like`, in `dtype`: -log(1 - u), and
+// never 0 (as CUDA's kernel: a draw within half an epsilon of 0, epsilon of
+// `eps_of`, is that half epsilon).
+std::optional<at::Tensor> standard_exponential(const at::Tensor& like, at::ScalarType dtype, at::ScalarType eps_of,
+                                               NeuronGenerator* gen) {
+  at::Tensor u = at::empty(like.sizes(), like.options().dtype(dtype));
+  if (!fill(u, "random_uniform", gen, double_bits(0.0), double_bits(1.0))) return std::nullopt;
+  const double half_eps = half_epsilon(eps_of);
+  return at::where(u.ge(half_eps), u.neg().log1p_().neg_(), at::scalar_tensor(half_eps, u.options()));
+}
+
+// exponential_(self, lambd), geometric_(self, p), log_normal_(self, mean,
+// std), cauchy_(self, median, sigma): CUDA's transformations of uniform or
+// normal draws, written with device ops (fused into one kernel with eager
+// fusion). Arguments the CPU rejects go to the CPU path, for its error.
+bool exponential(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack) {
+  Args args = op_args(op, stack);
+  const at::Tensor self = args[0].toTensor();
+  const double lambd = args[1].toDouble();
+  if (!(lambd > 0) || !at::isFloatingType(self.scalar_type())) return false;
+  const auto e = standard_exponential(self, work_dtype(self.scalar_type()), self.scalar_type(),
+                                      generator_of(args[2], device));
+  if (!e) return false;
+  self.copy_(e->mul_(1.0 / lambd));
+  finish_op(stack, args.size(), {self});
+  return true;
+}
+
+bool geometric(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack) {
+  Args args = op_args(op, stack);
+  const at::Tensor self = args[0].toTensor();
+  const double p = args[1].toDouble();
+  if (!(p > 0 && p < 1) || self.scalar_type() == at::kBool || at::isComplexType(self.scalar_type())) return false;
+  const auto v = open_uniform(self, work_dtype(self.scalar_type()), generator_of(args[2], device));
+  if (!v) return false;
+  // ceil(log(v) / log(1 - p)), at least 1 (the support starts at 1).
+  self.copy_(v->log_().div_(std::log1p(-p)).ceil_().clamp_min_(1));
+  finish_op(stack, args.size(), {self});
+  return true;
+}
+
+bool log_normal(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack) {
+  Args args = op_args(op, stack);
+  const at::Tensor self = args[0].toTensor();
+  const double mean = args[1].toDouble(), std = args[2].toDouble();
+  if (!(std > 0) || !at::isFloatingType(self.scalar_type())) return false;
+  at::Tensor z = at::empty(self.sizes(), self.options().dtype(work_dtype(self.scalar_type())));
+  if (!fill(z, "random_normal", generator_of(args[3], device), double_bits(mean), double_bits(std))) return false;
+  self.copy_(z.exp_());
+  finish_op(stack, args.size(), {self});
+  return true;
+}
+
+bool cauchy(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack) {
+  Args args = op_args(op, stack);
+  const at::Tensor self = args[0].toTensor();
+  const double median = args[1].toDouble(), sigma = args[2].toDouble();
+  if (!(sigma > 0) || !at::isFloatingType(self.scalar_type())) return false;
+  const auto v = open_uniform(self, work_dtype(self.scalar_type()), generator_of(args[3], device));
+  if (!v) return false;
+  // median + sigma * tan(pi * (u - 1/2)), u in [0, 1) (= 1 - v)
+  self.copy_(v->neg_().add_(0.5).mul_(M_PI).tan_().mul_(sigma).add_(median));
+  finish_op(stack, args.size(), {self});
+  return true;
+}
+
+// multinomial(self, n, replacement[, generator][, out]): the CPU's own
+// algorithm, the exponential race: index of the largest p / q, q ~ Exp(1)
+// (topk for n samples without replacement; with replacement, n independent
+// races). Probabilities are checked as the CPU checks them (read back); any
+// failing check, or a race too large for memory, takes the CPU path.
+bool multinomial(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack, bool has_out) {
+  Args args = op_args(op, stack);
+  const at::Tensor self = args[0].toTensor();
+  const int64_t n = args[1].toInt();
+  const bool replacement = args[2].toBool();
+  if ((self.dim() != 1 && self.dim() != 2) || !at::isFloatingType(self.scalar_type()) || n <= 0) return false;
+  const int64_t categories = self.size(-1);
+  if (categories == 0 || categories > (int64_t(1) << 24) || (!replacement && n > categories)) return false;
+  if (self.numel() == 0) return false;
+  const bool valid = self.max().lt(INFINITY).logical_and(self.min().ge(0)).item().toBool() &&
+                     !(self.dim() == 1 ? self.sum().eq(0) : self.sum(1).eq(0).any()).item().toBool();
+  if (!valid) return false;
+  const bool race_per_sample = replacement && n > 1;
+  if (race_per_sample && self.numel() * n > (int64_t(1) << 26)) return false;
+  at::Tensor p = self;
+  if (race_per_sample) {  // (rows, n, categories): one race per sample
+    std::vector<int64_t> shape = self.sizes().vec();
+    shape.insert(shape.end() - 1, n);
+    p = self.unsqueeze(-2).expand(shape);
+  }
+  const auto q = standard_exponential(p, self.scalar_type(), self.scalar_type(), generator_of(args[3], device));
+  if (!q) return false;
+  const at::Tensor keys = p.div(*q);
+  at::Tensor result;
+  if (race_per_sample || n == 1) result = keys.argmax(-1, /*keepdim=*/!race_per_sample);
+  else result = std::get<1>(keys.topk(n));
+  if (has_out) {
+    at::Tensor out = args[4].toTensor();
+    out.resize_(result.sizes());
+    out.copy_(result);
+    result = out;
+  }
+  finish_op(stack, args.size(), {result});
+  return true;
+}
+
 using Handler = std::function<bool(const c10::OperatorHandle&, c10::DeviceIndex, torch::jit::Stack*)>;
 
 const std::unordered_map<std::string, Handler>& handlers() {
@@ -228,6 +362,12 @@ const std::unordered_map<std::string, Handler>& handlers() {
       {"aten::normal.Tensor_Tensor", [](auto& op, auto d, auto* s) { return normal_tensors(op, d, s, true, true); }},
       {"aten::randperm.generator_out", [](auto& op, auto d, auto* s) { return randperm(op, d, s, true); }},
       {"aten::randperm.out", [](auto& op, auto d, auto* s) { return randperm(op, d, s, false); }},
+      {"aten::exponential_", exponential},
+      {"aten::geometric_", geometric},
+      {"aten::log_normal_", log_normal},
+      {"aten::cauchy_", cauchy},
+      {"aten::multinomial", [](auto& op, auto d, auto* s) { return multinomial(op, d, s, false); }},
+      {"aten::multinomial.out", [](auto& op, auto d, auto* s) { return multinomial(op, d, s, true); }},
   };
   return *table;
 }
