@@ -51,6 +51,48 @@ def test_chain_fuses_into_one_kernel_and_matches_cpu(env):
     """, env=env)
 
 
+def test_trailing_reduction_joins_the_chain(env):
+    # A reduction reading a chain's result over its shape is the chain's
+    # last call: one kernel, intermediates never written; a result still
+    # held beside it is written, the reduction then runs after the chain.
+    run_python(PRELUDE + """
+    z = torch.randn(64, 33); nz = z.to("neuron")
+    # (on host, reductions take the direct route to ATen's kernels: they
+    # run after the chain instead of joining it)
+    joins = not torch.neuron.get_device_properties(0).host_addressable
+    cases = [
+        (3, lambda a, b: ((a - b) ** 2).sum()),
+        (3, lambda a, b: (a * 2 + b).mean(dim=1)),
+        (3, lambda a, b: (a.exp() - 1).amax(dim=0, keepdim=True)),
+        (3, lambda a, b: (a.abs() + 1).prod(1)),
+        (2, lambda a, b: (a * b).sum(dim=(0, 1), dtype=torch.float64)),
+    ]
+    for calls, f in cases:
+        s0 = stats()
+        r = f(nx, nz)
+        out = r.cpu()
+        if joins:
+            assert fused_since(s0) == 1 and stats()["fused_calls"] - s0["fused_calls"] == calls, (stats(), s0)
+            assert stats()["dead_results"] - s0["dead_results"] == calls - 1
+        torch.testing.assert_close(out, f(x, z))
+    s0 = stats()
+    t = nx * nz                       # held by the caller: written, then summed
+    r = t.sum(-1)
+    torch.testing.assert_close(r.cpu(), (x * z).sum(-1))
+    torch.testing.assert_close(t.cpu(), x * z)
+    # the chain is closed: a pointwise op after the reduction starts another
+    r2 = (nx + 1).sum(); q = nx * 3
+    torch.testing.assert_close(q.cpu(), x * 3); torch.testing.assert_close(r2.cpu(), (x + 1).sum())
+    # a reduction error is raised at its call, the chain before it intact
+    c = nx + 1
+    try:
+        c.sum(dim=5); raise AssertionError("no error")
+    except IndexError as e:
+        assert "dim" in str(e).lower()
+    torch.testing.assert_close(c.cpu(), x + 1)
+    """, env=env)
+
+
 def test_default_is_on_where_eager_ops_are_device_kernels():
     # protected: on; host: off (its eager ops are ATen's CPU kernels, bitwise CPU's)
     for driver, expected in (("protected", True), ("host", False)):

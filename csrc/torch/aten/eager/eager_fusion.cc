@@ -49,6 +49,7 @@ struct Chain {
   std::vector<int64_t> shape;
   std::vector<TensorKey> read, written;
   std::vector<int> writer;  // per written key, the call that last wrote it
+  bool closed = false;      // a reduction ended it: nothing more joins
 };
 
 struct Stats {
@@ -125,6 +126,19 @@ bool depends_on(const Chain& ch, const std::vector<TensorKey>& reads) {
   return false;
 }
 
+// Whether a reduction called with `args` on `stream` can end the chain: it
+// reads one tensor, a result of the chain, over the chain's shape.
+bool ends_chain(const Chain& ch, c10::ArrayRef<c10::IValue> args, const c10::Stream& stream) {
+  if (ch.calls.empty() || ch.closed || ch.stream != stream) return false;
+  std::vector<TensorKey> reads;
+  for (const auto& v : args)
+    if (is_neuron(v)) {
+      if (v.toTensor().sizes() != c10::IntArrayRef(ch.shape)) return false;
+      reads.push_back(key_of(v.toTensor()));
+    }
+  return reads.size() == 1 && depends_on(ch, reads);
+}
+
 // A tensor over `storage` seen as `k` (a result's surrogate once its
 // tensor is gone, or a tensor as it was before an in-place view op).
 at::Tensor seen_as(const c10::Storage& storage, const TensorKey& k, c10::DispatchKeySet ks) {
@@ -179,6 +193,25 @@ void run_alone(const Held& h, const HeldCall& call, c10::DeviceIndex device) {
   launch_call(*h.plan, call.args, {call.out}, device);
 }
 
+bool is_reduction(const HeldCall& call) { return call.op->family == EagerOp::Family::Reduction; }
+
+// Runs calls (two or more) as one kernel; false when the compiler cannot.
+bool run_fused(const std::vector<HeldCall>& calls, c10::DeviceIndex device) {
+  std::string why;
+  auto fused = fused_graph(calls, calls[0].out.sizes(), &why);
+  // An in-place call stores over memory the chain also reads as an
+  // input: only one kernel, reading each element before writing it, may
+  // run such a graph (several would run in order, a later one reading
+  // what an earlier one stored).
+  bool in_place = false;
+  for (const auto& c : calls) in_place |= c.op->form == EagerOp::Form::InPlace;
+  if (!fused || !launch_eager_graph(chain_name(calls), *fused, device, in_place ? 1 : 0)) return false;
+  Stats& s = stats();
+  ++s.fused_kernels;
+  s.fused_calls += static_cast<int64_t>(calls.size());
+  return true;
+}
+
 void run_chain(const std::vector<Held>& held, c10::DeviceIndex device) {
   Stats& s = stats();
   ++s.chains;
@@ -191,17 +224,18 @@ void run_chain(const std::vector<Held>& held, c10::DeviceIndex device) {
   }
   if (calls.size() > 1) {
     for (const auto& c : calls) s.dead_results += !c.store;
-    std::string why;
-    auto fused = fused_graph(calls, calls[0].out.sizes(), &why);
-    // An in-place call stores over memory the chain also reads as an
-    // input: only one kernel, reading each element before writing it, may
-    // run such a graph (several would run in order, a later one reading
-    // what an earlier one stored).
-    bool in_place = false;
-    for (const auto& c : calls) in_place |= c.op->form == EagerOp::Form::InPlace;
-    if (fused && launch_eager_graph(chain_name(calls), *fused, device, in_place ? 1 : 0)) {
-      ++s.fused_kernels;
-      s.fused_calls += static_cast<int64_t>(calls.size());
+    if (run_fused(calls, device)) return;
+    if (is_reduction(calls.back())) {
+      // The reduction apart, after the pointwise calls, reading the value
+      // they now store.
+      for (int w : held.back().result_of)
+        if (w >= 0) calls[w].store = true;
+      const std::vector<HeldCall> pointwise(calls.begin(), calls.end() - 1);
+      if (pointwise.size() == 1 || !run_fused(pointwise, device)) {
+        ++s.unfused;
+        for (size_t c = 0; c < pointwise.size(); ++c) run_alone(held[c], calls[c], device);
+      }
+      run_alone(held.back(), calls.back(), device);
       return;
     }
     ++s.unfused;
@@ -217,6 +251,7 @@ void flush_locked(Chain& ch, c10::DeviceIndex device) {
   ch.read.clear();
   ch.written.clear();
   ch.writer.clear();
+  ch.closed = false;
   const bool was_flushing = t_flushing;
   t_flushing = true;
   const c10::Stream previous = exchange_stream(ch.stream);
@@ -248,7 +283,11 @@ bool hold_for_fusion(const c10::OperatorHandle& op, const OpInfo&, c10::DeviceIn
                      torch::jit::Stack* stack) {
   if (t_flushing || !eager_fusion_enabled() || !settings().eager_kernels) return false;
   const EagerOp& e = eager_op(op);
-  if (e.family != EagerOp::Family::Pointwise || e.form == EagerOp::Form::Out || e.results != 1) return false;
+  // A reduction joins a chain as its last call (reading one of its results
+  // over the chain's shape): the chain and the reduction run as one kernel.
+  const bool reduction = e.family == EagerOp::Family::Reduction && e.form == EagerOp::Form::Functional;
+  if ((e.family != EagerOp::Family::Pointwise && !reduction) || e.form == EagerOp::Form::Out || e.results != 1)
+    return false;
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
   c10::ArrayRef<c10::IValue> args(stack->data() + stack->size() - num_args, num_args);
@@ -258,6 +297,7 @@ bool hold_for_fusion(const c10::OperatorHandle& op, const OpInfo&, c10::DeviceIn
     return false;
   Chain& ch = chain(device);
   std::lock_guard<std::mutex> lock(ch.mutex);
+  if (reduction && !ends_chain(ch, args, current_stream(device))) return false;
   std::vector<at::Tensor> outs;
   auto plan = plan_call(op, e, device, args, &outs);  // raises here, at the call
   if (!plan || outs.size() != 1 || !outs[0].defined() || outs[0].numel() == 0) return false;
@@ -269,10 +309,12 @@ bool hold_for_fusion(const c10::OperatorHandle& op, const OpInfo&, c10::DeviceIn
   std::vector<TensorKey> reads = h.keys;
   h.keys.push_back(key_of(out));
   const c10::Stream stream = current_stream(device);
-  if (!ch.calls.empty() &&
-      (ch.stream != stream || out.sizes() != c10::IntArrayRef(ch.shape) || !depends_on(ch, reads) ||
-       conflicts(ch, reads, h.keys.back())))
+  if (reduction ? conflicts(ch, reads, h.keys.back())
+                : !ch.calls.empty() && (ch.closed || ch.stream != stream || out.sizes() != c10::IntArrayRef(ch.shape) ||
+                                        !depends_on(ch, reads) || conflicts(ch, reads, h.keys.back()))) {
+    if (reduction) return false;  // (the router flushes, then runs it alone)
     flush_locked(ch, device);
+  }
   if (ch.calls.empty()) {
     ch.stream = stream;
     ch.shape = out.sizes().vec();
@@ -310,6 +352,9 @@ bool hold_for_fusion(const c10::OperatorHandle& op, const OpInfo&, c10::DeviceIn
   ch.calls.push_back(std::move(h));
   ++g_pending;
   ++stats().held;
+  // (a chain a reduction ended runs at the next flush, when the caller has
+  // let go of the intermediate results it no longer holds)
+  ch.closed = reduction;
   if (ch.calls.size() >= kMaxHeld) flush_locked(ch, device);
   torch::jit::drop(*stack, num_args);
   stack->emplace_back(std::move(outs[0]));

@@ -1,6 +1,7 @@
 // Adaptive Eager Execution: pointwise eager calls on the same stream and
 // over the same shape are held back, and run as one kernel the compiler
-// fuses when the chain is flushed. A call's results, dtypes and errors come
+// fuses when the chain is flushed; a reduction of a held result over that
+// shape ends the chain, in the same kernel. A call's results, dtypes and errors come
 // from its meta function at the call, so nothing but the timing of the
 // computation changes; anything that could observe the held results (an op
 // that is not held, a copy, a stream or event operation, a synchronize)

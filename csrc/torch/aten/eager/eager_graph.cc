@@ -248,6 +248,27 @@ std::vector<bool> reduced_dims(const EagerOp& op, c10::ArrayRef<c10::IValue> arg
 }
 
 
+// A reduction's output seen along its input's dims: stride 0 along the
+// reduced dims (which it lacks unless keepdim).
+std::vector<int64_t> output_strides_along_input(const at::Tensor& out, const std::vector<bool>& reduced,
+                                                bool keepdim) {
+  std::vector<int64_t> strides(reduced.size(), 0);
+  for (int64_t d = 0, o = 0; d < static_cast<int64_t>(reduced.size()); ++d) {
+    if (reduced[d] && !keepdim) continue;
+    if (!reduced[d]) strides[d] = out.stride(o);
+    ++o;
+  }
+  return strides;
+}
+
+// Reduced dims all of size 1 (merged away): a reduction over one more.
+void reduce_over_one_when_none(KernelGeometry& g) {
+  if (std::find(g.reduced.begin(), g.reduced.end(), true) != g.reduced.end()) return;
+  g.shape.push_back(1);
+  g.reduced.push_back(true);
+  for (auto& s : g.strides) s.push_back(0);
+}
+
 // An integer the compiler's scalars (doubles) would round.
 bool beyond_double(const c10::Scalar& s) {
   return s.isIntegral(false) && std::abs(s.toLong()) > (int64_t(1) << 53);
@@ -414,16 +435,8 @@ std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSche
     const at::Tensor& x = *tensors[1];
     shape = x.sizes().vec();
     reduced = reduced_dims(op, args, x.dim());
-    // The output seen along the input's dims: stride 0 along reduced dims
-    // (which it lacks unless keepdim).
-    std::vector<int64_t> out_strides(shape.size(), 0);
     const bool keepdim = op.keepdim_arg >= 0 && args[op.keepdim_arg].toBool();
-    for (int64_t d = 0, o = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-      if (reduced[d] && !keepdim) continue;
-      if (!reduced[d]) out_strides[d] = out.stride(o);
-      ++o;
-    }
-    strides = {out_strides, x.strides().vec()};
+    strides = {output_strides_along_input(out, reduced, keepdim), x.strides().vec()};
   } else {
     // A row op (softmax, layer norm) reduces along some dims inside and
     // iterates over its first input's shape.
@@ -434,13 +447,7 @@ std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSche
       strides.push_back(broadcast_strides(shape, t->sizes().data(), t->strides().data(), t->dim()));
   }
   KernelGeometry g = make_kernel_geometry(shape, reduced, strides, op.family == EagerOp::Family::Pointwise);
-  if (op.family != EagerOp::Family::Pointwise &&
-      std::find(g.reduced.begin(), g.reduced.end(), true) == g.reduced.end()) {
-    // Reduced dims all of size 1: a reduction over one more of them.
-    g.shape.push_back(1);
-    g.reduced.push_back(true);
-    for (auto& s : g.strides) s.push_back(0);
-  }
+  if (op.family != EagerOp::Family::Pointwise) reduce_over_one_when_none(g);
 
   Builder b(g);
   std::vector<std::string> out_names;
@@ -518,11 +525,31 @@ std::optional<EagerGraph> fused_graph(const std::vector<HeldCall>& calls, c10::I
     *why = "no result is used";
     return std::nullopt;
   }
+  // A trailing reduction over the chain's shape: the geometry reduces its
+  // dims, and its result is the only value stored (a pointwise result
+  // stored beside it would need a second loop nest).
+  const HeldCall& last = calls.back();
+  const bool reduction = last.op->family == EagerOp::Family::Reduction;
+  std::vector<bool> reduced;
+  if (reduction) {
+    if (stored.size() != 1 || stored[0] != &last.out) {
+      *why = "a pointwise result stored beside the reduction";
+      return std::nullopt;
+    }
+    reduced = reduced_dims(*last.op, last.args, static_cast<int64_t>(shape.size()));
+  }
   std::vector<std::vector<int64_t>> strides;
-  for (const auto* list : {&stored, &inputs})
-    for (const at::Tensor* t : *list)
+  if (reduction) {
+    const bool keepdim = last.op->keepdim_arg >= 0 && last.args[last.op->keepdim_arg].toBool();
+    strides.push_back(output_strides_along_input(last.out, reduced, keepdim));
+  } else {
+    for (const at::Tensor* t : stored)
       strides.push_back(broadcast_strides(shape.vec(), t->sizes().data(), t->strides().data(), t->dim()));
-  const KernelGeometry g = make_kernel_geometry(shape.vec(), {}, strides, true);
+  }
+  for (const at::Tensor* t : inputs)
+    strides.push_back(broadcast_strides(shape.vec(), t->sizes().data(), t->strides().data(), t->dim()));
+  KernelGeometry g = make_kernel_geometry(shape.vec(), reduced, strides, !reduction);
+  if (reduction) reduce_over_one_when_none(g);
 
   Builder b(g);
   std::vector<std::string> stored_names;
@@ -566,7 +593,7 @@ std::optional<EagerGraph> fused_graph(const std::vector<HeldCall>& calls, c10::I
   for (size_t k = 0; k < stored.size(); ++k) {
     const std::string& ref = values[find_key(value_keys, stored_keys[k])];  // {"ref":"name"}
     stores.push_back({ref.substr(8, ref.size() - 10), stored_names[k]});
-    metas.push_back(b.value_meta(stored[k]->scalar_type(), ValueShape::Full));
+    metas.push_back(b.value_meta(stored[k]->scalar_type(), reduction ? ValueShape::Row : ValueShape::Full));
   }
   EagerGraph graph;
   graph.json = b.finish(stores, metas);
