@@ -37,15 +37,21 @@ def rmsnorm_silu_gate(x, g, w):
 
 
 def per_call_ms(f, args, n=10):
-    keep = []  # results stay alive: a chain nobody reads would not run
+    # neuron results stay alive: a chain nobody reads would not run. cpu
+    # eager computes anyway; its results are dropped, so its allocator
+    # reuses warm memory instead of faulting in fresh pages (its best case).
+    on_cpu = args[0].device.type == "cpu"
+    keep = []
     for _ in range(2):
         keep.append(f(*args))
-    if args[0].device.type != "cpu":
+    if not on_cpu:
         torch.neuron.synchronize()
     t0 = time.perf_counter()
     for _ in range(n):
-        keep.append(f(*args))
-    if args[0].device.type != "cpu":
+        r = f(*args)
+        if not on_cpu:
+            keep.append(r)
+    if not on_cpu:
         torch.neuron.synchronize()
     return (time.perf_counter() - t0) / n * 1e3
 
@@ -62,10 +68,14 @@ def main():
         on_device = tuple(a.to("neuron") for a in args)
         ref = f(*args)
         row = {}
-        for fusion in (True, False):
+        # Interleaved, best of two each: the first run grows the memory pool
+        # (fresh pages fault on first touch), which would count against
+        # whichever mode runs first.
+        for fusion in (True, False, True, False):
             torch.neuron.set_eager_fusion(fusion)
             err = (f(*on_device).cpu() - ref).abs().max().item()
-            row[fusion] = (per_call_ms(f, on_device), err)
+            ms = per_call_ms(f, on_device)
+            row[fusion] = (min(ms, row[fusion][0]) if fusion in row else ms, err)
         cpu = per_call_ms(f, args)
         print(f"{name:22s} cpu eager {cpu:7.2f} | neuron fusion on {row[True][0]:7.2f} ({cpu / row[True][0]:.2f}x, "
               f"max diff {row[True][1]:.1e}) | fusion off {row[False][0]:7.2f} ({cpu / row[False][0]:.2f}x)")
