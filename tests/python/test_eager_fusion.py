@@ -53,13 +53,11 @@ def test_chain_fuses_into_one_kernel_and_matches_cpu(env):
 
 def test_trailing_reduction_joins_the_chain(env):
     # A reduction reading a chain's result over its shape is the chain's
-    # last call: one kernel, intermediates never written; a result still
-    # held beside it is written, the reduction then runs after the chain.
+    # last call: one kernel, intermediates never written, results still
+    # held stored by it (unless costly to compute twice: then the reduction
+    # runs after the fused chain).
     run_python(PRELUDE + """
     z = torch.randn(64, 33); nz = z.to("neuron")
-    # (on host, reductions take the direct route to ATen's kernels: they
-    # run after the chain instead of joining it)
-    joins = not torch.neuron.get_device_properties(0).host_addressable
     cases = [
         (3, lambda a, b: ((a - b) ** 2).sum()),
         (3, lambda a, b: (a * 2 + b).mean(dim=1)),
@@ -71,15 +69,21 @@ def test_trailing_reduction_joins_the_chain(env):
         s0 = stats()
         r = f(nx, nz)
         out = r.cpu()
-        if joins:
-            assert fused_since(s0) == 1 and stats()["fused_calls"] - s0["fused_calls"] == calls, (stats(), s0)
-            assert stats()["dead_results"] - s0["dead_results"] == calls - 1
+        assert fused_since(s0) == 1 and stats()["fused_calls"] - s0["fused_calls"] == calls, (stats(), s0)
+        assert stats()["dead_results"] - s0["dead_results"] == calls - 1
         torch.testing.assert_close(out, f(x, z))
     s0 = stats()
-    t = nx * nz                       # held by the caller: written, then summed
+    t = nx * nz                       # held by the caller: stored by the same kernel
     r = t.sum(-1)
     torch.testing.assert_close(r.cpu(), (x * z).sum(-1))
     torch.testing.assert_close(t.cpu(), x * z)
+    assert fused_since(s0) == 1, (stats(), s0)
+    s0 = stats()
+    e = (nx - 1).exp()                # stored, and costly to compute twice:
+    s = e.sum(-1)                     # the chain runs fused, then the sum
+    torch.testing.assert_close(s.cpu(), (x - 1).exp().sum(-1))
+    torch.testing.assert_close(e.cpu(), (x - 1).exp())
+    assert fused_since(s0) == 1 and stats()["fused_calls"] - s0["fused_calls"] == 2, (stats(), s0)
     # the chain is closed: a pointwise op after the reduction starts another
     r2 = (nx + 1).sum(); q = nx * 3
     torch.testing.assert_close(q.cpu(), x * 3); torch.testing.assert_close(r2.cpu(), (x + 1).sum())

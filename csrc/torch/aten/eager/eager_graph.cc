@@ -261,6 +261,21 @@ std::vector<int64_t> output_strides_along_input(const at::Tensor& out, const std
   return strides;
 }
 
+// Ops whose value costs far more than its memory traffic (a libm call).
+bool costly_to_recompute(const EagerOp& op) {
+  static const char* const kCostly[] = {"exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "tanh", "sigmoid",
+                                        "erf", "erfc", "erfinv", "pow", "sin", "cos", "tan", "asin", "acos", "atan",
+                                        "sinh", "cosh", "asinh", "acosh", "atanh", "gelu", "silu", "mish", "softplus",
+                                        "lgamma", "digamma", "logit", "atan2", "hypot", "elu", "celu", "selu"};
+  // "aten.exp.default" -> "exp"
+  const std::string& t = op.target;
+  const size_t start = t.find('.') + 1, end = t.find('.', start);
+  const std::string name = t.substr(start, end == std::string::npos ? std::string::npos : end - start);
+  for (const char* c : kCostly)
+    if (name == c) return true;
+  return false;
+}
+
 // Reduced dims all of size 1 (merged away): a reduction over one more.
 void reduce_over_one_when_none(KernelGeometry& g) {
   if (std::find(g.reduced.begin(), g.reduced.end(), true) != g.reduced.end()) return;
@@ -526,25 +541,30 @@ std::optional<EagerGraph> fused_graph(const std::vector<HeldCall>& calls, c10::I
     return std::nullopt;
   }
   // A trailing reduction over the chain's shape: the geometry reduces its
-  // dims, and its result is the only value stored (a pointwise result
-  // stored beside it would need a second loop nest).
+  // dims; pointwise results still held are stored from inside its loop.
   const HeldCall& last = calls.back();
   const bool reduction = last.op->family == EagerOp::Family::Reduction;
   std::vector<bool> reduced;
   if (reduction) {
-    if (stored.size() != 1 || stored[0] != &last.out) {
-      *why = "a pointwise result stored beside the reduction";
-      return std::nullopt;
-    }
+    // A stored value is computed again after the reduction's loop (the
+    // compiler's epilogue): cheap arithmetic, but a transcendental chain
+    // (softmax's exp) would cost more twice than a second kernel's pass.
+    if (stored.size() > 1)
+      for (size_t c = 0; c + 1 < calls.size(); ++c)
+        if (costly_to_recompute(*calls[c].op)) {
+          *why = "a stored value beside the reduction would compute " + calls[c].op->name + " twice";
+          return std::nullopt;
+        }
     reduced = reduced_dims(*last.op, last.args, static_cast<int64_t>(shape.size()));
   }
   std::vector<std::vector<int64_t>> strides;
-  if (reduction) {
-    const bool keepdim = last.op->keepdim_arg >= 0 && last.args[last.op->keepdim_arg].toBool();
-    strides.push_back(output_strides_along_input(last.out, reduced, keepdim));
-  } else {
-    for (const at::Tensor* t : stored)
+  for (const at::Tensor* t : stored) {
+    if (reduction && t == &last.out) {
+      const bool keepdim = last.op->keepdim_arg >= 0 && last.args[last.op->keepdim_arg].toBool();
+      strides.push_back(output_strides_along_input(last.out, reduced, keepdim));
+    } else {
       strides.push_back(broadcast_strides(shape.vec(), t->sizes().data(), t->strides().data(), t->dim()));
+    }
   }
   for (const at::Tensor* t : inputs)
     strides.push_back(broadcast_strides(shape.vec(), t->sizes().data(), t->strides().data(), t->dim()));
@@ -593,7 +613,8 @@ std::optional<EagerGraph> fused_graph(const std::vector<HeldCall>& calls, c10::I
   for (size_t k = 0; k < stored.size(); ++k) {
     const std::string& ref = values[find_key(value_keys, stored_keys[k])];  // {"ref":"name"}
     stores.push_back({ref.substr(8, ref.size() - 10), stored_names[k]});
-    metas.push_back(b.value_meta(stored[k]->scalar_type(), reduction ? ValueShape::Row : ValueShape::Full));
+    const bool reduced_value = reduction && stored[k] == &last.out;
+    metas.push_back(b.value_meta(stored[k]->scalar_type(), reduced_value ? ValueShape::Row : ValueShape::Full));
   }
   EagerGraph graph;
   graph.json = b.finish(stores, metas);

@@ -17,10 +17,11 @@ DirectOpFacts& direct_op_facts(const char* name, const char* overload,
     facts.op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
   });
   const auto& info = op_info(*facts.op);
-  // With eager fusion, a pointwise op takes the boxed router, which may
-  // hold it for fusion (eager_fusion.h).
+  // With eager fusion, a pointwise op or a reduction takes the boxed
+  // router, which may hold it for fusion (eager_fusion.h).
+  const EagerOp::Family family = eager_op(*facts.op).family;
   const bool fusable = eager_fusion_enabled() && settings().eager_kernels &&
-                       eager_op(*facts.op).family == EagerOp::Family::Pointwise;
+                       (family == EagerOp::Family::Pointwise || family == EagerOp::Family::Reduction);
   facts.direct.store(host_addressable() && !info.force_cpu_fallback && !fusable,
                      std::memory_order_relaxed);
   facts.accepts_cpu_scalars.store(!info.exact_same_device,
