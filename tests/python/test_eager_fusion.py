@@ -5,7 +5,7 @@ OPENNEURON_CPU_FALLBACK=error where everything must be native) and on host;
 results are compared with CPU eager and with fusion turned off."""
 import pytest
 
-from conftest import run_python
+from conftest import host_path_only, run_python
 
 DRIVERS = {
     "protected": {"OPENNEURON_DRIVER": "protected", "OPENNEURON_CPU_FALLBACK": "error"},
@@ -107,6 +107,7 @@ def test_default_is_on_where_eager_ops_are_device_kernels():
     """, env={"OPENNEURON_DRIVER": driver})
 
 
+@host_path_only  # (sharing device memory across processes needs host-mappable memory)
 def test_held_calls_run_before_exit(tmp_path):
     # A spawned process's last in-place writes to shared tensors are held
     # when it exits: they run then, and the parent sees them.
