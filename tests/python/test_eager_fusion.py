@@ -20,7 +20,8 @@ PRELUDE = """
     def fused_since(before):
         return stats()["fused_kernels"] - before["fused_kernels"]
     torch.manual_seed(0)
-    x, y = torch.randn(64, 33), torch.randn(33)
+    # (at least 8192 elements: smaller calls are not held on host and protected)
+    x, y = torch.randn(64, 330), torch.randn(330)
     nx, ny = x.to("neuron"), y.to("neuron")
 """
 
@@ -57,7 +58,7 @@ def test_trailing_reduction_joins_the_chain(env):
     # held stored by it (unless costly to compute twice: then the reduction
     # runs after the fused chain).
     run_python(PRELUDE + """
-    z = torch.randn(64, 33); nz = z.to("neuron")
+    z = torch.randn(64, 330); nz = z.to("neuron")
     cases = [
         (3, lambda a, b: ((a - b) ** 2).sum()),
         (3, lambda a, b: (a * 2 + b).mean(dim=1)),
@@ -94,6 +95,18 @@ def test_trailing_reduction_joins_the_chain(env):
     except IndexError as e:
         assert "dim" in str(e).lower()
     torch.testing.assert_close(c.cpu(), x + 1)
+    """, env=env)
+
+
+def test_tiny_calls_are_not_held_where_kernels_are_cpp(env):
+    # Below 8192 elements a held call costs more on host and protected than
+    # fusion saves: such calls launch their cached kernel directly.
+    run_python(PRELUDE + """
+    s0 = stats()
+    t = torch.ones(10, device="neuron")
+    r = (t * 2 + 1).exp()
+    assert stats()["held"] == s0["held"], stats()
+    torch.testing.assert_close(r.cpu(), torch.full((10,), 3.0).exp())
     """, env=env)
 
 
@@ -206,8 +219,8 @@ def test_autograd_no_grad_hooks_and_streams(env):
 def test_fused_kernels_are_cached_per_chain_not_per_shape(env):
     run_python(PRELUDE + """
     torch.neuron.reset_eager_kernel_report()
-    for n in (7, 100, 1000):
-        a = torch.randn(n, 3).to("neuron")
+    for n in (300, 1000, 3000):
+        a = torch.randn(n, 30).to("neuron")
         (torch.exp(a) * 2 + 1).cpu()
     fused = [r for r in torch.neuron.eager_kernel_report() if r["op"].startswith("fused")]
     assert len(fused) == 1 and fused[0]["kernels"] == 1 and fused[0]["launches"] == 3, fused

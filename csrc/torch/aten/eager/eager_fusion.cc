@@ -2,11 +2,13 @@
 
 #include <c10/core/TensorImpl.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <memory>
 #include <mutex>
 
+#include "hal/driver.h"
 #include "torch/aten/eager/eager_graph.h"
 #include "torch/aten/eager/eager_kernel.h"
 #include "torch/aten/eager/held_call.h"
@@ -78,6 +80,26 @@ Chain& chain(c10::DeviceIndex device) {
 
 bool is_neuron(const c10::IValue& v) {
   return v.isTensor() && v.toTensor().defined() && v.toTensor().device().type() == kNeuron;
+}
+
+// Calls over fewer elements are not held where kernels are the compiler's
+// C++ (host, protected): a cached kernel launches there in ~2 us, while a
+// held call costs ~6 us more on the host (the chain materialised and its
+// graph written at the flush), more than fusion saves in memory traffic
+// below ~8K elements (8 bytes an element at ~10 GB/s). A GPU's dispatches
+// cost more than that: on one, tiny chains are held and fused too.
+constexpr int64_t kMinHeldElementsOnCpp = 8192;
+
+bool worth_holding(c10::DeviceIndex device, c10::ArrayRef<c10::IValue> args) {
+  static std::array<std::atomic<int8_t>, kMaxDevices> cpp_target{};  // 0 unknown, 1 yes, 2 no
+  std::atomic<int8_t>& known = cpp_target[device];
+  if (known.load(std::memory_order_relaxed) == 0)
+    known.store(hal::driver().properties(device).kernel_target == "cpp" ? 1 : 2, std::memory_order_relaxed);
+  if (known.load(std::memory_order_relaxed) == 2) return true;
+  int64_t elements = 0;
+  for (const auto& v : args)
+    if (v.isTensor() && v.toTensor().defined()) elements = std::max(elements, v.toTensor().numel());
+  return elements >= kMinHeldElementsOnCpp;
 }
 
 // Arguments a held call can take: dense neuron tensors seen as they are
@@ -291,7 +313,7 @@ bool hold_for_fusion(const c10::OperatorHandle& op, const OpInfo&, c10::DeviceIn
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
   c10::ArrayRef<c10::IValue> args(stack->data() + stack->size() - num_args, num_args);
-  if (!holdable_arguments(args)) return false;
+  if (!holdable_arguments(args) || !worth_holding(device, args)) return false;
   const bool in_place = e.form == EagerOp::Form::InPlace;
   if (in_place && (!is_neuron(args[e.out_arg]) || !eager_overlap_is_safe(e, args, args[e.out_arg].toTensor())))
     return false;
