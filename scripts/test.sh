@@ -11,12 +11,6 @@ cmake --build build/hal-tests -j "$(nproc)"
 ctest --test-dir build/hal-tests --output-on-failure -j 2
 
 echo "[test] Python suite"
-# CPU references come from PyTorch's own CPU kernels. Its bundled oneMKL picks
-# each VML function's kernel on first use, racily across threads: after any
-# fork (our kernel builds, DataLoader workers) the first sizable tanh/exp/sin
-# can run a low-accuracy kernel on one chunk (~5e-5 error; pytorch/pytorch
-# #188792). Pinning MKL's code path makes the references reproducible.
-export MKL_CBWR="${MKL_CBWR:-AVX2}"
 # The compile fuzzer runs the same seeds every time: at most 60 s and at most
 # these programs (all known to pass; later seeds are for exploring).
 export OPENNEURON_FUZZ_PROGRAMS="${OPENNEURON_FUZZ_PROGRAMS:-500}"

@@ -19,8 +19,12 @@ _SESSION_CACHE = tempfile.mkdtemp(prefix="openneuron-test-caches-")
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(_SESSION_CACHE, "torch"))
 os.environ.setdefault("OPENNEURON_COMPILE_CACHE_DIR", os.path.join(_SESSION_CACHE, "openneuron"))
 
-# The CPU references must be reproducible: see MKL_CBWR in scripts/test.sh
-# (oneMKL's racy first-call VML dispatch, pytorch/pytorch#188792).
+# CPU references come from PyTorch's own CPU kernels. Its bundled oneMKL picks
+# each VML function's kernel on first use, racily across threads: after any
+# fork (our kernel builds, DataLoader workers) the first sizable tanh/exp/sin
+# can run a low-accuracy kernel on one chunk (~5e-5 error; pytorch/pytorch
+# #188792). Pinning MKL's code path makes the references reproducible (set
+# before torch loads; subprocesses inherit it; conformance/run.py does the same).
 os.environ.setdefault("MKL_CBWR", "AVX2")
 
 import pytest  # noqa: E402
