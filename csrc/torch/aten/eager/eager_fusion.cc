@@ -331,10 +331,11 @@ bool hold_for_fusion(const c10::OperatorHandle& op, const OpInfo&, c10::DeviceIn
   std::vector<TensorKey> reads = h.keys;
   h.keys.push_back(key_of(out));
   const c10::Stream stream = current_stream(device);
-  if (reduction ? conflicts(ch, reads, h.keys.back())
-                : !ch.calls.empty() && (ch.closed || ch.stream != stream || out.sizes() != c10::IntArrayRef(ch.shape) ||
-                                        !depends_on(ch, reads) || conflicts(ch, reads, h.keys.back()))) {
-    if (reduction) return false;  // (the router flushes, then runs it alone)
+  if (reduction) {
+    if (conflicts(ch, reads, h.keys.back())) return false;  // (the router flushes, then runs it alone)
+  } else if (!ch.calls.empty() &&
+             (ch.closed || ch.stream != stream || out.sizes() != c10::IntArrayRef(ch.shape) ||
+              !depends_on(ch, reads) || conflicts(ch, reads, h.keys.back()))) {
     flush_locked(ch, device);
   }
   if (ch.calls.empty()) {
