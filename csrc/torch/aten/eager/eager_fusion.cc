@@ -7,6 +7,9 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
 
 #include "hal/driver.h"
 #include "torch/aten/eager/eager_graph.h"
@@ -83,11 +86,11 @@ bool is_neuron(const c10::IValue& v) {
 }
 
 // Calls over fewer elements are not held where kernels are the compiler's
-// C++ (host, protected): a cached kernel launches there in ~2 us, while a
-// held call costs ~6 us more on the host (the chain materialised and its
-// graph written at the flush), more than fusion saves in memory traffic
-// below ~8K elements (8 bytes an element at ~10 GB/s). A GPU's dispatches
-// cost more than that: on one, tiny chains are held and fused too.
+// C++ (host, protected): a cached kernel launches there in ~3 us, a held
+// call costs ~0.3 us more (its bookkeeping, the chain's flush), and below
+// ~8K elements fusion saves less than that in memory traffic (a chain of 5
+// ops: 17.5 us fused, 16.0 us unfused at 8K elements; 30 vs 64 at 128K). A
+// GPU's dispatches cost more: on one, tiny chains are held and fused too.
 constexpr int64_t kMinHeldElementsOnCpp = 8192;
 
 bool worth_holding(c10::DeviceIndex device, c10::ArrayRef<c10::IValue> args) {
@@ -217,17 +220,103 @@ void run_alone(const Held& h, const HeldCall& call, c10::DeviceIndex device) {
 
 bool is_reduction(const HeldCall& call) { return call.op->family == EagerOp::Family::Reduction; }
 
-// Runs calls (two or more) as one kernel; false when the compiler cannot.
-bool run_fused(const std::vector<HeldCall>& calls, c10::DeviceIndex device) {
+// A chain seen before: the same calls, on tensors of the same dtypes,
+// sizes, strides and aliasing, with the same numbers, storing the same
+// results, make the same graph. Its plan keeps the graph's kernel (or that
+// it has none), symbols and operands' places, so a chain run in a loop
+// skips writing the graph and looking its kernel up (most of a flush's
+// host time: 8K-element chains of 5 ops cost more fused than unfused).
+struct ChainPlan {
+  std::shared_ptr<const EagerKernel> kernel;  // null: the chain does not run as one kernel
+  std::vector<std::pair<int, int>> sources;   // per operand: the call and argument (-1: result)
+  std::vector<int64_t> symbols;
+  std::string name;
+};
+
+struct ChainPlans {
+  std::mutex mutex;
+  std::unordered_map<std::string, std::shared_ptr<const ChainPlan>> plans;
+};
+
+ChainPlans& chain_plans() {
+  static auto* p = new ChainPlans();  // leaked, as the chains
+  return *p;
+}
+
+// The chain's key; false when a call's arguments have none. Tensors enter
+// it by their metadata (call_key) and by which earlier tensor of the chain
+// they are (equal TensorKeys are one value to the graph).
+bool chain_key(const std::vector<HeldCall>& calls, c10::DeviceIndex device, std::string* key) {
+  key->append(reinterpret_cast<const char*>(&device), sizeof device);
+  std::vector<TensorKey> seen;
+  auto place = [&](const at::Tensor& t) {
+    const TensorKey k = key_of(t);
+    int32_t i = 0;
+    while (i < static_cast<int32_t>(seen.size()) && !(seen[i] == k)) ++i;
+    if (i == static_cast<int32_t>(seen.size())) seen.push_back(k);
+    key->append(reinterpret_cast<const char*>(&i), sizeof i);
+  };
+  for (const HeldCall& c : calls) {
+    if (!call_key(*c.schema, c.args, key)) return false;
+    for (const auto& v : c.args)
+      if (is_neuron(v)) place(v.toTensor());
+    place(c.out);
+    const int64_t out_facts[] = {static_cast<int64_t>(c.out.scalar_type()), c.out.dim(), c.store};
+    key->append(reinterpret_cast<const char*>(out_facts), sizeof out_facts);
+    key->append(reinterpret_cast<const char*>(c.out.sizes().data()), c.out.dim() * sizeof(int64_t));
+    key->append(reinterpret_cast<const char*>(c.out.strides().data()), c.out.dim() * sizeof(int64_t));
+  }
+  return true;
+}
+
+std::shared_ptr<const ChainPlan> plan_chain(const std::vector<HeldCall>& calls, c10::DeviceIndex device) {
+  auto plan = std::make_shared<ChainPlan>();
   std::string why;
   auto fused = fused_graph(calls, calls[0].out.sizes(), &why);
+  if (!fused) return plan;
   // An in-place call stores over memory the chain also reads as an
   // input: only one kernel, reading each element before writing it, may
   // run such a graph (several would run in order, a later one reading
   // what an earlier one stored).
   bool in_place = false;
   for (const auto& c : calls) in_place |= c.op->form == EagerOp::Form::InPlace;
-  if (!fused || !launch_eager_graph(chain_name(calls), *fused, device, in_place ? 1 : 0)) return false;
+  plan->name = chain_name(calls);
+  plan->kernel = eager_graph_kernel(plan->name, fused->json, device, in_place ? 1 : 0);
+  plan->sources = std::move(fused->sources);
+  plan->symbols = std::move(fused->symbols);
+  for (size_t j = 0; j < plan->sources.size(); ++j) {
+    const auto [c, i] = plan->sources[j];
+    const at::Tensor& t = i < 0 ? calls[c].out : calls[c].args[i].toTensor();
+    TORCH_INTERNAL_ASSERT(t.unsafeGetTensorImpl() == fused->operands[j].unsafeGetTensorImpl(),
+                          "a fused graph's operand is not the tensor its source names");
+  }
+  return plan;
+}
+
+// Runs calls (two or more) as one kernel; false when the compiler cannot.
+bool run_fused(const std::vector<HeldCall>& calls, c10::DeviceIndex device) {
+  std::string key;
+  const bool keyed = chain_key(calls, device, &key);
+  std::shared_ptr<const ChainPlan> plan;
+  ChainPlans& plans = chain_plans();
+  if (keyed) {
+    std::lock_guard<std::mutex> lock(plans.mutex);
+    auto it = plans.plans.find(key);
+    if (it != plans.plans.end()) plan = it->second;
+  }
+  if (!plan) {
+    plan = plan_chain(calls, device);
+    if (keyed) {
+      std::lock_guard<std::mutex> lock(plans.mutex);
+      if (plans.plans.size() > 4096) plans.plans.clear();  // bounded: shapes come and go
+      plans.plans.emplace(std::move(key), plan);
+    }
+  }
+  if (!plan->kernel) return false;
+  std::vector<at::Tensor> operands;
+  operands.reserve(plan->sources.size());
+  for (const auto& [c, i] : plan->sources) operands.push_back(i < 0 ? calls[c].out : calls[c].args[i].toTensor());
+  launch_eager_kernel(*plan->kernel, plan->name, operands, plan->symbols, device);
   Stats& s = stats();
   ++s.fused_kernels;
   s.fused_calls += static_cast<int64_t>(calls.size());

@@ -514,8 +514,10 @@ std::optional<EagerGraph> fused_graph(const std::vector<HeldCall>& calls, c10::I
   // then the tensors the chain reads before writing them.
   std::vector<TensorKey> written, stored_keys, input_keys;
   std::vector<const at::Tensor*> stored, inputs;
+  std::vector<std::pair<int, int>> stored_sources, input_sources;
   std::vector<TensorKey> out_keys;
-  for (const HeldCall& call : calls) {
+  for (size_t c = 0; c < calls.size(); ++c) {
+    const HeldCall& call = calls[c];
     for (size_t i = 0; i < call.args.size(); ++i) {
       if (!reads_arg(*call.op, i, call.args[i])) continue;
       const at::Tensor& t = call.args[i].toTensor();
@@ -523,6 +525,7 @@ std::optional<EagerGraph> fused_graph(const std::vector<HeldCall>& calls, c10::I
       if (find_key(written, k) < 0 && find_key(input_keys, k) < 0) {
         input_keys.push_back(k);
         inputs.push_back(&t);
+        input_sources.push_back({static_cast<int>(c), static_cast<int>(i)});
       }
     }
     out_keys.push_back(key_of(call.out));
@@ -535,6 +538,7 @@ std::optional<EagerGraph> fused_graph(const std::vector<HeldCall>& calls, c10::I
     if (later) continue;
     stored_keys.push_back(out_keys[c]);
     stored.push_back(&calls[c].out);
+    stored_sources.push_back({static_cast<int>(c), -1});
   }
   if (stored.empty()) {
     *why = "no result is used";
@@ -620,6 +624,8 @@ std::optional<EagerGraph> fused_graph(const std::vector<HeldCall>& calls, c10::I
   graph.json = b.finish(stores, metas);
   graph.operands = std::move(b.operands);
   graph.symbols = std::move(b.symbols);
+  graph.sources = std::move(stored_sources);
+  graph.sources.insert(graph.sources.end(), input_sources.begin(), input_sources.end());
   return graph;
 }
 

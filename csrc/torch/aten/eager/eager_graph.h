@@ -12,6 +12,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "torch/aten/eager/eager_op.h"
@@ -23,6 +24,9 @@ struct EagerGraph {
   std::string json;                  // the graph, and the key of its kernel
   std::vector<at::Tensor> operands;  // graph inputs, in order (the output first)
   std::vector<int64_t> symbols;      // the symbols' values, in the graph's order
+  // A fused graph's operands, each as the held call and argument it was
+  // taken from (argument -1: the call's result).
+  std::vector<std::pair<int, int>> sources;
 };
 
 // The graph of `op` called with `args` (the stack's arguments) writing

@@ -25,7 +25,6 @@
 #include "torch/runtime/settings.h"
 
 namespace openneuron::integration {
-namespace {
 
 // A compiled eager graph: its kernels, launched in order (none: no kernel).
 struct EagerKernel {
@@ -40,6 +39,8 @@ struct EagerKernel {
   std::string label;
   std::vector<Step> steps;
 };
+
+namespace {
 
 struct Cache {
   std::mutex mutex;
@@ -148,15 +149,6 @@ void count_launch(const std::string& name) {
   ++c.records[name].launches;
 }
 
-void launch(const EagerKernel& k, const EagerGraph& graph, c10::DeviceIndex device) {
-  for (const auto& st : k.steps) {
-    std::vector<at::Tensor> buffers;
-    buffers.reserve(st.bindings.size());
-    for (int i : st.bindings) buffers.push_back(graph.operands[i]);
-    launch_compiled_kernel(st.handles[device], buffers, graph.symbols);
-  }
-}
-
 void record_declined(const EagerOp& op, const std::string& why) {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
@@ -197,9 +189,9 @@ struct MetaResult {
 
 void append(std::string& key, const void* p, size_t n) { key.append(static_cast<const char*>(p), n); }
 
-bool meta_key(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, std::string* key) {
-  const void* schema = &op.schema();
-  append(*key, &schema, sizeof schema);
+bool meta_key(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args, std::string* key) {
+  const void* id = &schema;
+  append(*key, &id, sizeof id);
   for (const auto& v : args) {
     if (v.isTensor()) {
       const at::Tensor& t = v.toTensor();
@@ -233,10 +225,10 @@ bool meta_key(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, st
   return true;
 }
 
-// A call's key for its plan (below): its meta key, and what else its graph
-// depends on (Python numbers' values, lazy conjugate and negation bits).
-bool call_key(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, std::string* key) {
-  if (!meta_key(op, args, key)) return false;
+}  // namespace
+
+bool call_key(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args, std::string* key) {
+  if (!meta_key(schema, args, key)) return false;
   for (const auto& v : args) {
     if (!v.isTensor() || !v.toTensor().defined()) continue;
     const at::Tensor& t = v.toTensor();
@@ -249,6 +241,8 @@ bool call_key(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, st
   }
   return true;
 }
+
+namespace {
 
 struct MetaCache {
   std::mutex mutex;
@@ -264,7 +258,7 @@ std::vector<at::Tensor> outputs_of(const c10::OperatorHandle& op, const EagerOp&
                                     const c10::KernelFunction* meta_function, c10::DeviceIndex device,
                                     c10::ArrayRef<c10::IValue> args) {
   std::string key;
-  const bool cached = !meta_function && e.form != EagerOp::Form::Out && meta_key(op, args, &key);
+  const bool cached = !meta_function && e.form != EagerOp::Form::Out && meta_key(op.schema(), args, &key);
   if (cached) {
     MetaCache& c = meta_cache();
     std::vector<MetaResult> found;
@@ -416,7 +410,7 @@ std::shared_ptr<const CallPlan> plan_call(const c10::OperatorHandle& op, const E
                                           c10::ArrayRef<c10::IValue> args, std::vector<at::Tensor>* outs) {
   // Per device: a plan holds the kernel as loaded on its device.
   std::string key(reinterpret_cast<const char*>(&device), sizeof device);
-  const bool keyed = e.form != EagerOp::Form::Out && call_key(op, args, &key);
+  const bool keyed = e.form != EagerOp::Form::Out && call_key(op.schema(), args, &key);
   if (keyed) {
     std::shared_ptr<const CallPlan> plan;
     {
@@ -503,13 +497,22 @@ bool eager_overlap_is_safe(const EagerOp& e, c10::ArrayRef<c10::IValue> args, co
   return overlap_is_safe(e, args, out);
 }
 
-bool launch_eager_graph(const std::string& name, const EagerGraph& graph, c10::DeviceIndex device,
-                        size_t max_kernels) {
-  std::shared_ptr<EagerKernel> k = kernel_for(name, graph.json, device);
-  if (!k->ok || (max_kernels && k->steps.size() > max_kernels)) return false;
+std::shared_ptr<const EagerKernel> eager_graph_kernel(const std::string& name, const std::string& json,
+                                                      c10::DeviceIndex device, size_t max_kernels) {
+  std::shared_ptr<EagerKernel> k = kernel_for(name, json, device);
+  if (!k->ok || (max_kernels && k->steps.size() > max_kernels)) return nullptr;
+  return k;
+}
+
+void launch_eager_kernel(const EagerKernel& k, const std::string& name, const std::vector<at::Tensor>& operands,
+                         const std::vector<int64_t>& symbols, c10::DeviceIndex device) {
   count_launch(name);
-  launch(*k, graph, device);
-  return true;
+  for (const auto& st : k.steps) {
+    std::vector<at::Tensor> buffers;
+    buffers.reserve(st.bindings.size());
+    for (int i : st.bindings) buffers.push_back(operands[i]);
+    launch_compiled_kernel(st.handles[device], buffers, symbols);
+  }
 }
 
 bool copy_as_eager_kernel(at::Tensor& dst, const at::Tensor& src) {

@@ -57,10 +57,22 @@ std::shared_ptr<const CallPlan> plan_call(const c10::OperatorHandle& op, const E
 void launch_call(const CallPlan& plan, c10::ArrayRef<c10::IValue> args, const std::vector<at::Tensor>& outs,
                  c10::DeviceIndex device);
 
-// Launches the graph's kernels on the current stream; false when it has
-// none, or more than `max_kernels` (0: any number).
-bool launch_eager_graph(const std::string& name, const EagerGraph& graph, c10::DeviceIndex device,
-                        size_t max_kernels = 0);
+// A call's key: the op, its tensors' dtypes, sizes and strides, its other
+// arguments' values (Python numbers' included); false when an argument has
+// no key (a list of tensors, a generator). Equal keys give equal graphs.
+bool call_key(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args, std::string* key);
+
+// A graph's kernels as compiled for a device (opaque; eager_kernel.cc).
+struct EagerKernel;
+// The graph's kernels on the device (compiled or found on first use,
+// recorded under `name`); null when it has none, or more than
+// `max_kernels` (0: any number).
+std::shared_ptr<const EagerKernel> eager_graph_kernel(const std::string& name, const std::string& json,
+                                                      c10::DeviceIndex device, size_t max_kernels = 0);
+// Launches them on the current stream over the graph's operands and
+// symbols (in the graph's order), counted as a launch of `name`.
+void launch_eager_kernel(const EagerKernel& k, const std::string& name, const std::vector<at::Tensor>& operands,
+                         const std::vector<int64_t>& symbols, c10::DeviceIndex device);
 
 // Counts a run of an op as its decomposition (decomposition_fallback.h).
 void record_decomposition(const std::string& op);
