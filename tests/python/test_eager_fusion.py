@@ -82,10 +82,17 @@ def test_trailing_reduction_joins_the_chain(env):
     torch.testing.assert_close(t.cpu(), x * z)
     assert fused_since(s0) == 1, (stats(), s0)
     s0 = stats()
-    e = (nx - 1).exp()                # stored, and costly to compute twice:
-    s = e.sum(-1)                     # the chain runs fused, then the sum
+    e = (nx - 1).exp()                # stored beside the sum, written from its loop
+    s = e.sum(-1)
     torch.testing.assert_close(s.cpu(), (x - 1).exp().sum(-1))
     torch.testing.assert_close(e.cpu(), (x - 1).exp())
+    assert fused_since(s0) == 1 and stats()["fused_calls"] - s0["fused_calls"] == 3, (stats(), s0)
+    w = nx * 1.0; torch.neuron.synchronize()
+    s0 = stats()
+    w.sub_(1).exp_()                  # stored over what the chain reads, costly to
+    s = w.sum(-1)                     # compute twice: the chain runs fused, then the sum
+    torch.testing.assert_close(s.cpu(), (x - 1).exp().sum(-1))
+    torch.testing.assert_close(w.cpu(), (x - 1).exp())
     assert fused_since(s0) == 1 and stats()["fused_calls"] - s0["fused_calls"] == 2, (stats(), s0)
     # the chain is closed: a pointwise op after the reduction starts another
     r2 = (nx + 1).sum(); q = nx * 3

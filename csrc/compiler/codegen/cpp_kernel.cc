@@ -520,6 +520,8 @@ class KernelWriter {
     scopes_.emplace_back();
     for (Node* r : g_.roots) current_roots_.insert(r->id);
     row_key_ = join_keys(row);
+    const std::vector<Node*> folded = stores_for_the_first_pass();
+    bool first_pass = true;
     size_t i = 0;
     while (i < g_.roots.size()) {
       Node* r = g_.roots[i];
@@ -527,9 +529,14 @@ class KernelWriter {
       if (r->kind == NodeKind::Reduce) {
         std::vector<Node*> batch = reduction_batch(i);
         row_pass_ = ++passes_;
-        write_reduce_pass(batch, row, reduced);
+        write_reduce_pass(batch, row, reduced, first_pass ? folded : std::vector<Node*>());
+        first_pass = false;
         row_pass_ = -1;
         i += batch.size();
+        continue;
+      }
+      if (std::count(folded.begin(), folded.end(), r)) {  // (written with the first pass)
+        ++i;
         continue;
       }
       if (r->shape == g_.shape) {
@@ -545,6 +552,56 @@ class KernelWriter {
     --indent_;
     line("}");
     scopes_.pop_back();
+  }
+
+  // Full-size stores that need no reduction's result and go where the
+  // kernel reads nothing (a chain's value kept beside its sum: softmax's
+  // exp): written by the first reduction pass from the values it computes
+  // anyway. An epilogue pass of their own would compute them again, and
+  // sizes known only at run time leave no row cache to keep them in.
+  std::vector<Node*> stores_for_the_first_pass() {
+    std::vector<Node*> folded;
+    if (std::none_of(g_.roots.begin(), g_.roots.end(), [](Node* r) { return r->kind == NodeKind::Reduce; }))
+      return folded;
+    std::vector<Node*> reductions;
+    for (Node* r : g_.roots)
+      if (r->kind == NodeKind::Reduce) reductions.push_back(r);
+    for (Node* r : g_.roots)
+      if (r->kind != NodeKind::Reduce && r->shape == g_.shape && r->is_store() && !r->host &&
+          !needs_a_reduction(r) && !group_reads(r->store_into))
+        folded.push_back(r);
+    return folded;
+  }
+
+  // Whether `n`'s value reads a reduction computed in this kernel.
+  bool needs_a_reduction(Node* n) {
+    std::vector<Node*> work(n->inputs.begin(), n->inputs.end());
+    std::set<int> seen;
+    while (!work.empty()) {
+      Node* x = work.back();
+      work.pop_back();
+      if (!seen.insert(x->id).second) continue;
+      if (x->kind == NodeKind::Reduce) return true;
+      if (is_materialized(x) && !current_roots_.count(x->id)) continue;
+      for (Node* in : x->inputs) work.push_back(in);
+    }
+    return false;
+  }
+
+  // Whether any value of the kernel reads `input`.
+  bool group_reads(const Node* input) {
+    std::vector<Node*> work(g_.roots.begin(), g_.roots.end());
+    std::set<int> seen;
+    while (!work.empty()) {
+      Node* x = work.back();
+      work.pop_back();
+      if (!seen.insert(x->id).second) continue;
+      for (Node* in : x->inputs) {
+        if (in == input) return true;
+        if (!(is_materialized(in) && !current_roots_.count(in->id))) work.push_back(in);
+      }
+    }
+    return false;
   }
 
   // The reduction root at `i` and the adjacent reductions independent of it:
@@ -637,7 +694,7 @@ class KernelWriter {
   // an OpenMP simd reduction, so it vectorises; a floating max/min keeps a
   // NaN flag beside it, since a vector max drops NaNs and PyTorch keeps them.
   void write_reduce_pass(const std::vector<Node*>& batch, const std::vector<Expr>& row,
-                         const std::vector<int64_t>& reduced) {
+                         const std::vector<int64_t>& reduced, const std::vector<Node*>& stores) {
     static const std::map<std::string, std::string> combiner = {
         {"sum", "+"}, {"prod", "*"}, {"max", "max"}, {"min", "min"}, {"any", "||"}, {"all", "&&"}};
     std::map<std::string, std::vector<std::string>> clauses;  // combiner -> variables
@@ -666,6 +723,10 @@ class KernelWriter {
       std::string acc = "acc" + id;
       std::string v = "static_cast<" + t + ">(" + emit(r->inputs[0], c) + ")";
       accumulate(r, acc, "nan" + id, v);
+    }
+    for (Node* r : stores) {
+      current_root_ = r->id;
+      store(r, c, emit(r, c));
     }
     scopes_.pop_back();
     close_row_loops(reduced);

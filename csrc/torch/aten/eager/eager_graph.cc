@@ -550,10 +550,16 @@ std::optional<EagerGraph> fused_graph(const std::vector<HeldCall>& calls, c10::I
   const bool reduction = last.op->family == EagerOp::Family::Reduction;
   std::vector<bool> reduced;
   if (reduction) {
-    // A stored value is computed again after the reduction's loop (the
-    // compiler's epilogue): cheap arithmetic, but a transcendental chain
-    // (softmax's exp) would cost more twice than a second kernel's pass.
-    if (stored.size() > 1)
+    // Stored values beside the reduction: the C++ target writes those going
+    // to memory the kernel does not read (fresh results) from inside the
+    // reduction's loop; a GPU computes them again after it, at little cost.
+    // Stored over a tensor the chain reads (an in-place call), a value is
+    // computed again after the loop on the C++ target too: cheap
+    // arithmetic, but a transcendental (softmax's exp) would cost more
+    // twice than a second kernel's pass.
+    bool in_place = false;
+    for (const HeldCall& c : calls) in_place |= c.op->form == EagerOp::Form::InPlace;
+    if (stored.size() > 1 && in_place)
       for (size_t c = 0; c + 1 < calls.size(); ++c)
         if (costly_to_recompute(*calls[c].op)) {
           *why = "a stored value beside the reduction would compute " + calls[c].op->name + " twice";
