@@ -127,6 +127,7 @@ Config load_config() {
     config.vulkan_devices = parse_index_list(*v, "OPENNEURON_VULKAN_DEVICES");
   }
   if (auto v = get_env("OPENNEURON_VULKAN_VALIDATION")) config.vulkan_validation = trim(*v) != "0";
+  if (auto v = get_env("OPENNEURON_VULKAN_FP64")) config.vulkan_fp64 = trim(*v) != "0";
   const auto cache = get_env("OPENNEURON_COMPILE_CACHE");
   if (!cache || trim(*cache) != "0") {
     if (auto dir = get_env("OPENNEURON_COMPILE_CACHE_DIR")) {

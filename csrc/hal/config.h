@@ -20,6 +20,10 @@ struct Config {
   // OPENNEURON_VULKAN_VALIDATION=1: the Khronos validation layer, whose
   // messages are raised as errors (the test suite turns it on).
   bool vulkan_validation = false;
+  // OPENNEURON_VULKAN_FP64=0: float64 shaders off even where the device
+  // has them, as on GPUs without them (many integrated and mobile ones):
+  // float64 ops then run elsewhere, never in float32. To test that path.
+  bool vulkan_fp64 = true;
   // Where the Vulkan driver keeps its VkPipelineCache: beside the kernel
   // cache (OPENNEURON_COMPILE_CACHE_DIR); empty when caching is off
   // (OPENNEURON_COMPILE_CACHE=0).

@@ -244,3 +244,36 @@ def test_no_vulkan_device_is_unavailable_with_a_reason():
     print("ok")
     """, env={**VULKAN, "VK_ICD_FILENAMES": "/nonexistent/icd.json"})
     assert "ok" in proc.stdout
+
+
+def test_device_without_float64_refuses_it_never_narrows():
+    # A GPU without float64 shaders (OPENNEURON_VULKAN_FP64=0 makes lavapipe
+    # one): float32 kernels, Python numbers included, declare no float64
+    # (the validation layer would raise: the feature is off); float64 ops
+    # run on CPU copies with exact results, and say why when that is an error.
+    run_python("""
+    import torch
+    p = torch.neuron.get_device_properties(0)
+    assert not p.native_fp64 and p.kernel_target == "glsl_fp32", p
+    torch.manual_seed(0)
+    a = torch.randn(300, 65); x = a.to("neuron")
+    close = torch.testing.assert_close
+    for s in (0.3, 1e-40, 3e-39, 1e39, -2.5):         # subnormal, overflowing, plain
+        close((x * s + 1).cpu(), a * s + 1)
+    close(torch.softmax(x * 0.7, -1).cpu(), torch.softmax(a * 0.7, -1))
+    close((x @ x.T).cpu(), a @ a.T, rtol=1e-4, atol=1e-4)
+    close(x.cumsum(0).cpu(), a.cumsum(0), rtol=1e-4, atol=1e-4)
+    close(torch.compile(lambda t: (t * 0.5).sin().sum(0), backend="neuron")(x).cpu(), (a * 0.5).sin().sum(0))
+    torch.neuron.synchronize()
+    assert torch.neuron.fallback_report() == [], torch.neuron.fallback_report()
+    d = a.double(); nd = d.to("neuron")
+    close((nd * 0.3).exp().sum(-1).cpu(), (d * 0.3).exp().sum(-1), rtol=0, atol=0)
+    close((nd @ nd.T).cpu(), d @ d.T, rtol=0, atol=0)
+    assert {r["op"] for r in torch.neuron.fallback_report()} >= {"aten::mul.Tensor", "aten::exp", "aten::mm"}
+    torch.neuron.synchronize()
+    """, env=VULKAN | {"OPENNEURON_VULKAN_FP64": "0"})
+    proc = run_python("""
+    import torch
+    (torch.ones(3, dtype=torch.float64, device="neuron") * 2).cpu()
+    """, env=VULKAN | {"OPENNEURON_VULKAN_FP64": "0", "OPENNEURON_CPU_FALLBACK": "error"}, check=False)
+    assert proc.returncode != 0 and "without float64 shaders" in proc.stderr, proc.stderr[-2000:]

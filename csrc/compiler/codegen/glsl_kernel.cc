@@ -34,14 +34,28 @@ std::string expr_glsl(const Expr& e) {
   return "";
 }
 
-// The GLSL type of a symbolic value: double when it involves a float
-// symbol (SymFloat, "fs_" names), else int64_t.
-std::string expr_type(const Expr& e) {
+// The GLSL type of a symbolic value: a float symbol's type (SymFloat,
+// "fs_" names) when it involves one, else int64_t.
+std::string expr_type(const Expr& e, const std::string& float_symbol_type) {
   std::set<std::string> symbols;
   e.collect_symbols(symbols);
   for (const std::string& s : symbols)
-    if (s.rfind("fs_", 0) == 0) return "double";
+    if (s.rfind("fs_", 0) == 0) return float_symbol_type;
   return "int64_t";
+}
+
+// The first float64 (or complex128) value the group computes, or null.
+const Node* float64_value(const KernelGroup& g) {
+  std::vector<const Node*> work(g.roots.begin(), g.roots.end());
+  std::set<int> seen;
+  while (!work.empty()) {
+    const Node* n = work.back();
+    work.pop_back();
+    if (!seen.insert(n->id).second) continue;
+    if (n->dtype == DType::Float64 || n->compute == DType::Float64 || n->dtype == DType::Complex128) return n;
+    for (const Node* in : n->inputs) work.push_back(in);
+  }
+  return nullptr;
 }
 
 // `expr` of GLSL type `from` as type `to` (bools convert by comparison).
@@ -78,8 +92,9 @@ int storage_bytes(DType d) { return d == DType::Bool ? 1 : itemsize(d); }
 
 class GlslKernelWriter {
  public:
-  GlslKernelWriter(const KernelGroup& g, const std::string& name, const std::vector<std::string>& symbols)
-      : g_(g), name_(name), symbols_(symbols) {}
+  GlslKernelWriter(const KernelGroup& g, const std::string& name, const std::vector<std::string>& symbols,
+                   bool fp64)
+      : g_(g), name_(name), symbols_(symbols), float_symbol_type_(fp64 ? "double" : "float") {}
 
   GeneratedKernel run() {
     indent_ = 1;
@@ -96,7 +111,8 @@ class GlslKernelWriter {
       const std::string& s = symbols_[i];
       const std::string slot = "on_args.s[" + std::to_string(i) + "]";
       if (s.rfind("fs_", 0) == 0)  // float symbols (SymFloat) arrive as a double's bits
-        src += "  const double " + s + " = int64BitsToDouble(" + slot + ");\n";
+        src += "  const " + float_symbol_type_ + " " + s + " = " +
+               (float_symbol_type_ == "double" ? "int64BitsToDouble(" : "on_double_bits(") + slot + ");\n";
       else
         src += "  const int64_t " + s + " = " + slot + ";\n";
     }
@@ -198,7 +214,7 @@ class GlslKernelWriter {
     if (is_materialized(n) && !current_roots_.count(n->id)) return load(n, n->buffer_strides(), Expr(0), c);
     switch (n->kind) {
       case NodeKind::Constant:
-        if (!n->view_args.empty()) return convert(expr_glsl(n->view_args[0]), expr_type(n->view_args[0]), value_type(n));
+        if (!n->view_args.empty()) return convert(expr_glsl(n->view_args[0]), expr_type(n->view_args[0], float_symbol_type_), value_type(n));
         return literal(n->scalar, n->scalar_is_int, value_type(n));
       case NodeKind::View: return emit_view(n, c);
       case NodeKind::Pointwise:
@@ -558,6 +574,7 @@ class GlslKernelWriter {
   std::string shared_;            // shared-memory declarations
   std::string name_;
   std::vector<std::string> symbols_;
+  std::string float_symbol_type_;  // double, or float where the device lacks float64
   std::string body_, prologue_;
   int indent_ = 1;
   int counter_ = 0;
@@ -598,8 +615,12 @@ std::string glsl_entry_preamble(const std::string& name, int bindings, int scala
 }
 
 GeneratedKernel generate_glsl_kernel(const KernelGroup& group, const std::string& name,
-                                     const std::vector<std::string>& symbols) {
-  return GlslKernelWriter(group, name, symbols).run();
+                                     const std::vector<std::string>& symbols, bool fp64) {
+  if (!fp64)
+    if (const Node* n = float64_value(group))
+      throw UnsupportedError("float64 values (" + (n->fx_name.empty() ? n->op : n->fx_name) + ")" +
+                             " on a Vulkan device without float64 shaders (shaderFloat64), never computed in float32");
+  return GlslKernelWriter(group, name, symbols, fp64).run();
 }
 
 }  // namespace openneuron::compiler

@@ -27,7 +27,10 @@ constexpr int kGlslWorkgroupSize = 128;
 std::string glsl_entry_preamble(const std::string& name, int bindings, int scalars, int workgroup_size,
                                 const std::vector<std::string>& ref_types);
 
+// `fp64`: whether the device has float64 shaders. Without them a group
+// computing float64 values raises UnsupportedError (the op runs elsewhere,
+// never narrowed), and Python numbers arrive as floats.
 GeneratedKernel generate_glsl_kernel(const KernelGroup& group, const std::string& name,
-                                     const std::vector<std::string>& symbols);
+                                     const std::vector<std::string>& symbols, bool fp64);
 
 }  // namespace openneuron::compiler

@@ -7,32 +7,6 @@
 namespace openneuron::compiler {
 namespace {
 
-const char* const kDoubleBits = R"GLSL(
-// A double's bits as a float, rounded to nearest even, with no float64
-// arithmetic (a gemm_f32 must run on devices without it).
-float on_double_bits(int64_t bits) {
-  const uint64_t u = uint64_t(bits);
-  const bool negative = (u >> 63) != 0ul;
-  const int e = int((u >> 52) & 0x7fful);
-  const uint64_t mant = u & 0xffffffffffffful;
-  float r;
-  if (e == 0x7ff) {
-    r = mant != 0ul ? ON_NAN : ON_INF;
-  } else {
-    const int fe = e - 1023 + 127;
-    if (e == 0 || fe <= 0) {
-      r = 0.0;  // (float subnormals flushed: no gemm scale is that small)
-    } else {
-      uint f = (uint(fe) << 23) | uint(mant >> 29);
-      const uint64_t low = mant & 0x1ffffffful, half_way = 0x10000000ul;
-      if (low > half_way || (low == half_way && (f & 1u) != 0u)) f += 1u;
-      r = fe >= 255 ? ON_INF : uintBitsToFloat(f);
-    }
-  }
-  return negative ? -r : r;
-}
-)GLSL";
-
 // gemm_<suffix> over elements of GLSL type `t`. Each invocation computes a
 // 4x4 block of C in registers from global memory (no shared memory and no
 // barriers: on lavapipe a barrier switches every invocation of the
@@ -101,9 +75,23 @@ std::string gemm_kernel(const std::string& t, const std::string& suffix) {
 
 }  // namespace
 
-std::string glsl_library_source() {
-  return std::string(kDoubleBits) + kGlslIndexingShared + kGlslRandomShared + gemm_kernel("float", "f32") +
+std::string glsl_library_source(bool fp64) {
+  const std::string all = std::string(kGlslIndexingShared) + kGlslRandomShared + gemm_kernel("float", "f32") +
          gemm_kernel("double", "f64") + glsl_indexing_library_entries() + glsl_random_library_entries();
+  if (fp64) return all;
+  // Without float64 shaders: every entry but the float64 ones ("_f64"),
+  // whose ops then take another route (never narrowed).
+  const std::string marker = "//@entry ";
+  size_t at = all.find(marker);
+  std::string kept = all.substr(0, at);
+  while (at != std::string::npos) {
+    const size_t next = all.find(marker, at + marker.size());
+    const std::string entry = all.substr(at, next == std::string::npos ? std::string::npos : next - at);
+    const std::string name = entry.substr(marker.size(), entry.find(' ', marker.size()) - marker.size());
+    if (name.size() < 4 || name.compare(name.size() - 4, 4, "_f64") != 0) kept += entry;
+    at = next;
+  }
+  return kept;
 }
 
 }  // namespace openneuron::compiler

@@ -17,6 +17,41 @@ const char* const kGlslPrelude = R"GLSL(
 #define ON_NAN uintBitsToFloat(0x7fc00000u)
 #define ON_INF uintBitsToFloat(0x7f800000u)
 
+// A double's bits as a float, rounded to nearest even, with no float64
+// arithmetic (float kernels must run on devices without it:
+// a gemm_f32, a Python number's value on a device without float64).
+float on_double_bits(int64_t bits) {
+  const uint64_t u = uint64_t(bits);
+  const bool negative = (u >> 63) != 0ul;
+  const int e = int((u >> 52) & 0x7fful);
+  const uint64_t mant = u & 0xffffffffffffful;
+  float r;
+  if (e == 0x7ff) {
+    r = mant != 0ul ? ON_NAN : ON_INF;
+  } else {
+    const int fe = e - 1023 + 127;
+    if (fe <= 0) {
+      // A float subnormal: the 53-bit significand shifted down, rounded to
+      // nearest even (below half the smallest one, and double subnormals: 0).
+      const int shift = 30 - fe;
+      if (e == 0 || shift > 54) {
+        r = 0.0;
+      } else {
+        const uint64_t full = mant | 0x10000000000000ul, low = full & ((1ul << uint64_t(shift)) - 1ul);
+        uint f = uint(full >> uint64_t(shift));
+        const uint64_t half_way = 1ul << uint64_t(shift - 1);
+        if (low > half_way || (low == half_way && (f & 1u) != 0u)) f += 1u;
+        r = uintBitsToFloat(f);
+      }
+    } else {
+      uint f = (uint(fe) << 23) | uint(mant >> 29);
+      const uint64_t low = mant & 0x1ffffffful, half_way = 0x10000000ul;
+      if (low > half_way || (low == half_way && (f & 1u) != 0u)) f += 1u;
+      r = fe >= 255 ? ON_INF : uintBitsToFloat(f);
+    }
+  }
+  return negative ? -r : r;
+}
 int64_t on_sext32(int32_t v) { return (int64_t(uint32_t(v)) ^ 0x80000000L) - 0x80000000L; }
 
 // Integer division rounding down, and the matching remainder; written with
@@ -33,7 +68,9 @@ int64_t on_mod(int64_t a, int64_t b) {
 bool on_abs(bool a) { return a; }
 int64_t on_abs(int64_t a) { return a < 0 ? -a : a; }
 float on_abs(float a) { return abs(a); }
+#ifdef ON_FP64
 double on_abs(double a) { return abs(a); }
+#endif
 
 // Division rounded as IEEE requires: drivers may compute a / b as
 // a * (1 / b) (lavapipe does), an ulp off. The residual a - q * b is found
@@ -56,34 +93,50 @@ float on_div(float a, float b) {
   precise float result = q + r / b;
   return result;
 }
+#ifdef ON_FP64
 double on_div(double a, double b) { return a / b; }
+#endif
 int64_t on_div(int64_t a, int64_t b) { return a / b; }
 
 int64_t on_sign(int64_t a) { return int64_t(a > 0) - int64_t(a < 0); }
 float on_sign(float a) { return float(a > 0.0) - float(a < 0.0); }  // NaN: 0, as ATen
+#ifdef ON_FP64
 double on_sign(double a) { return double(a > 0.0LF) - double(a < 0.0LF); }
+#endif
 
 int64_t on_maximum(int64_t a, int64_t b) { return a > b ? a : b; }
 float on_maximum(float a, float b) { return (isnan(a) || a > b) ? a : b; }
+#ifdef ON_FP64
 double on_maximum(double a, double b) { return (isnan(a) || a > b) ? a : b; }
+#endif
 bool on_maximum(bool a, bool b) { return a || b; }
 int64_t on_minimum(int64_t a, int64_t b) { return a < b ? a : b; }
 float on_minimum(float a, float b) { return (isnan(a) || a < b) ? a : b; }
+#ifdef ON_FP64
 double on_minimum(double a, double b) { return (isnan(a) || a < b) ? a : b; }
+#endif
 bool on_minimum(bool a, bool b) { return a && b; }
 
 int64_t on_floor(int64_t a) { return a; }
 float on_floor(float a) { return floor(a); }
+#ifdef ON_FP64
 double on_floor(double a) { return floor(a); }
+#endif
 int64_t on_ceil(int64_t a) { return a; }
 float on_ceil(float a) { return ceil(a); }
+#ifdef ON_FP64
 double on_ceil(double a) { return ceil(a); }
+#endif
 int64_t on_trunc(int64_t a) { return a; }
 float on_trunc(float a) { return trunc(a); }
+#ifdef ON_FP64
 double on_trunc(double a) { return trunc(a); }
+#endif
 int64_t on_round(int64_t a) { return a; }
 float on_round(float a) { return roundEven(a); }
+#ifdef ON_FP64
 double on_round(double a) { return roundEven(a); }
+#endif
 
 // exp within 1 ulp (Cephes' polynomial after a Cody-Waite reduction, as the
 // C++ target's): GLSL's exp may be 3 + 2|x| ulp off.
@@ -153,7 +206,9 @@ float on_log1p(float x) {
   return u == 1.0 ? x : on_log(u) * x / um1;
 }
 float on_sqrt(float x) { return x < 0.0 ? ON_NAN : sqrt(x); }
+#ifdef ON_FP64
 double on_sqrt(double x) { return x < 0.0LF ? double(ON_NAN) : sqrt(x); }
+#endif
 float on_tanh(float x) {
   if (isnan(x)) return x;
   const float a = abs(x);
@@ -313,19 +368,25 @@ int64_t on_pow(int64_t a, int64_t b) {
   return int64_t(result);
 }
 float on_fmod(float a, float b) { return b == 0.0 || isinf(a) ? ON_NAN : isinf(b) ? a : a - b * trunc(a / b); }
+#ifdef ON_FP64
 double on_fmod(double a, double b) { return b == 0.0LF ? double(ON_NAN) : a - b * trunc(a / b); }
+#endif
 int64_t on_fmod(int64_t a, int64_t b) { return a - (a / b) * b; }
 float on_remainder(float a, float b) {
   const float r = on_fmod(a, b);
   return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
 }
+#ifdef ON_FP64
 double on_remainder(double a, double b) {
   const double r = on_fmod(a, b);
   return (r != 0.0LF && ((r < 0.0LF) != (b < 0.0LF))) ? r + b : r;
 }
+#endif
 int64_t on_remainder(int64_t a, int64_t b) { return on_mod(a, b); }
 float on_div_trunc(float a, float b) { return trunc(a / b); }
+#ifdef ON_FP64
 double on_div_trunc(double a, double b) { return trunc(a / b); }
+#endif
 int64_t on_div_trunc(int64_t a, int64_t b) { return a / b; }
 float on_div_floor(float a, float b) {
   if (b == 0.0) return a / b;
@@ -336,7 +397,9 @@ float on_div_floor(float a, float b) {
   const float f = floor(d);
   return (d - f > 0.5) ? f + 1.0 : f;
 }
+#ifdef ON_FP64
 double on_div_floor(double a, double b) { return b == 0.0LF ? a / b : floor(a / b); }
+#endif
 int64_t on_div_floor(int64_t a, int64_t b) { return on_floordiv(a, b); }
 int64_t on_bitwise_not(int64_t a) { return ~a; }
 bool on_bitwise_not(bool a) { return !a; }

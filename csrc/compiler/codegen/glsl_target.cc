@@ -17,7 +17,7 @@ std::string GlslTarget::prelude() const { return kGlslPrelude; }
 
 GeneratedKernel GlslTarget::kernel(const KernelGroup& group, const std::string& entry,
                                    const std::vector<std::string>& symbols) const {
-  return generate_glsl_kernel(group, entry, symbols);
+  return generate_glsl_kernel(group, entry, symbols, fp64_);
 }
 
 std::string GlslTarget::combined_launch(const CombinedLaunch&, const Schedule&,
@@ -42,7 +42,9 @@ std::vector<uint32_t> compile_glsl_to_spirv(const std::string& source, const std
 void GlslTarget::build(const std::string& source, const std::string& output) const {
   const std::string marker = "//@entry ";
   size_t at = source.find(marker);
-  const std::string shared = std::string(kGlslHeader) + source.substr(0, at);
+  // ON_FP64 keeps the prelude's float64 functions: a shader that declares
+  // float64 needs the device feature even if it never calls them.
+  const std::string shared = std::string(kGlslHeader) + (fp64_ ? "#define ON_FP64 1\n" : "") + source.substr(0, at);
   std::vector<hal::SpirvEntry> entries;
   while (at != std::string::npos) {
     const size_t next = source.find(marker, at + marker.size());
@@ -65,7 +67,7 @@ void GlslTarget::build(const std::string& source, const std::string& output) con
 
 std::string GlslTarget::library_source() const {
   // The prelude first: build() shares what precedes the first kernel.
-  return std::string(kGlslPrelude) + glsl_library_source();
+  return std::string(kGlslPrelude) + glsl_library_source(fp64_);
 }
 
 std::array<int64_t, 3> GlslTarget::launch_grid(const KernelGroup&) const {
@@ -78,7 +80,7 @@ std::vector<std::pair<std::string, std::string>> GlslTarget::cache_key_parts() c
   unsigned int version = 0, revision = 0;
   shaderc_get_spv_version(&version, &revision);
   return {{"shaderc_spirv", std::to_string(version) + "." + std::to_string(revision)},
-          {"glsl_header", sha256_hex(kGlslHeader)}};
+          {"glsl_header", sha256_hex(kGlslHeader)}, {"glsl_fp64", fp64_ ? "1" : "0"}};
 }
 
 }  // namespace openneuron::compiler

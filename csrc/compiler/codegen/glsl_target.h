@@ -1,4 +1,6 @@
-// The GLSL target: kernels for Vulkan devices (kernel_target "glsl"). Each
+// The GLSL target: kernels for Vulkan devices (kernel_target "glsl", or
+// "glsl_fp32" for devices without float64 shaders: there float64 values
+// are refused, the ops run elsewhere, never narrowed). Each
 // kernel group becomes one GLSL compute shader; build() compiles them to
 // SPIR-V in process with shaderc and writes the Vulkan driver's executable
 // file (hal/drivers/vulkan/spirv_executable_file.h).
@@ -10,7 +12,8 @@ namespace openneuron::compiler {
 
 class GlslTarget : public Target {
  public:
-  const char* name() const override { return "glsl"; }
+  explicit GlslTarget(bool fp64) : fp64_(fp64) {}
+  const char* name() const override { return fp64_ ? "glsl" : "glsl_fp32"; }
   std::string prelude() const override;
   GeneratedKernel kernel(const KernelGroup& group, const std::string& entry,
                          const std::vector<std::string>& symbols) const override;
@@ -23,6 +26,9 @@ class GlslTarget : public Target {
   std::array<int64_t, 3> launch_grid(const KernelGroup& group) const override;
   std::string library_source() const override;
   std::vector<std::pair<std::string, std::string>> cache_key_parts() const override;
+
+ private:
+  bool fp64_;
 };
 
 // GLSL compute source to SPIR-V for Vulkan 1.2 (shaderc, in process);

@@ -12,8 +12,8 @@ const Target& find_target(const std::string& name) {
   // A new target adds one line here.
   static const CppTarget cpp;
 #if OPENNEURON_COMPILER_GLSL
-  static const GlslTarget glsl;
-  static const Target* const targets[] = {&cpp, &glsl};
+  static const GlslTarget glsl(/*fp64=*/true), glsl_fp32(/*fp64=*/false);
+  static const Target* const targets[] = {&cpp, &glsl, &glsl_fp32};
 #else
   static const Target* const targets[] = {&cpp};
 #endif

@@ -8,6 +8,7 @@
 #include <c10/util/Exception.h>
 
 #include "torch/aten/copying_call.h"
+#include "torch/aten/eager/eager_kernel.h"
 #include "torch/runtime/settings.h"
 #include "torch/runtime/sync_debug.h"
 
@@ -42,10 +43,12 @@ CpuFallbackScope::CpuFallbackScope(std::string op)
       start_(std::chrono::steady_clock::now()),
       cause_(Cause::CpuFallback),
       unwinding_(std::uncaught_exceptions()) {
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      settings().cpu_fallback != FallbackPolicy::Error, op_,
-      " would run on the CPU with copies (CPU fallback), and "
-      "OPENNEURON_CPU_FALLBACK=error forbids it.");
+  if (settings().cpu_fallback != FallbackPolicy::Error) return;
+  const std::string why = eager_kernel_declined(op_);
+  TORCH_CHECK_NOT_IMPLEMENTED(false, op_,
+                              " would run on the CPU with copies (CPU fallback), and "
+                              "OPENNEURON_CPU_FALLBACK=error forbids it.",
+                              why.empty() ? "" : " It has no device kernel: " + why + ".");
 }
 
 CpuFallbackScope::~CpuFallbackScope() {
@@ -53,9 +56,12 @@ CpuFallbackScope::~CpuFallbackScope() {
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start_;
   const bool first = record_call(op_, took.count());
   if (first && settings().cpu_fallback == FallbackPolicy::Warn) {
+    const std::string why = eager_kernel_declined(op_);
     TORCH_WARN(op_,
                " ran on the CPU with copies to and from the neuron device (CPU "
-               "fallback). See torch.neuron.fallback_report(); set "
+               "fallback)",
+               why.empty() ? "" : " (no device kernel: " + why + ")",
+               ". See torch.neuron.fallback_report(); set "
                "OPENNEURON_CPU_FALLBACK=silent or error to change this "
                "warning.");
   }

@@ -128,7 +128,8 @@ VulkanDevice::VulkanDevice(VkInstance, VkPhysicalDevice physical, int index)
   api().vkGetPhysicalDeviceFeatures2(physical, &have.base);
   Features want;
   want.base.features.shaderInt64 = VK_TRUE;
-  want.base.features.shaderFloat64 = have.base.features.shaderFloat64;
+  const bool fp64 = have.base.features.shaderFloat64 && config().vulkan_fp64;
+  want.base.features.shaderFloat64 = fp64;
   want.base.features.shaderInt16 = have.base.features.shaderInt16;
   want.v11.storageBuffer16BitAccess = have.v11.storageBuffer16BitAccess;
   want.v12.bufferDeviceAddress = VK_TRUE;
@@ -161,7 +162,10 @@ VulkanDevice::VulkanDevice(VkInstance, VkPhysicalDevice physical, int index)
 
   choose_memory_types();
   read_properties(index);
-  properties_.native_fp64 = have.base.features.shaderFloat64;
+  properties_.native_fp64 = fp64;
+  // Kernels for what the device has: without float64 shaders the compiler
+  // refuses float64 values (glsl_target.h).
+  properties_.kernel_target = fp64 ? "glsl" : "glsl_fp32";
   properties_.native_fp16 = have.v12.shaderFloat16 && have.v11.storageBuffer16BitAccess;
   properties_.native_int8 = have.v12.shaderInt8 && have.v12.storageBuffer8BitAccess;
   properties_.cooperative_matrix = cooperative;

@@ -118,6 +118,10 @@ std::shared_ptr<EagerKernel> compile(const std::string& name, const std::string&
   return k;
 }
 
+// This thread's last call declined a device kernel: its op and why (what
+// the CPU fallback that follows tells the user).
+thread_local std::pair<std::string, std::string> t_declined;
+
 // The kernel of this graph (compiled on first use), recorded under `name`.
 std::shared_ptr<EagerKernel> kernel_for(const std::string& name, const std::string& graph, c10::DeviceIndex device) {
   Cache& c = cache();
@@ -134,6 +138,7 @@ std::shared_ptr<EagerKernel> kernel_for(const std::string& name, const std::stri
       record.declined = slot->why_not;
     }
   }
+  if (!slot->ok) t_declined = {name, slot->why_not};
   if (slot->ok) {
     for (auto& st : slot->steps) {
       if (st.handles.size() <= static_cast<size_t>(device)) st.handles.resize(device + 1, -1);
@@ -155,6 +160,7 @@ void record_declined(const EagerOp& op, const std::string& why) {
   auto& record = c.records[op.name];
   record.op = op.name;
   record.declined = why;
+  t_declined = {op.name, why};
 }
 
 void record_library_launch(const EagerOp& op) {
@@ -549,6 +555,8 @@ bool run_cat_as_copies(const c10::OperatorHandle& op, c10::DeviceIndex device, t
   stack->emplace_back(std::move(out));
   return true;
 }
+
+std::string eager_kernel_declined(const std::string& op) { return t_declined.first == op ? t_declined.second : ""; }
 
 void record_decomposition(const std::string& op) {
   Cache& c = cache();

@@ -74,6 +74,11 @@ std::shared_ptr<const EagerKernel> eager_graph_kernel(const std::string& name, c
 void launch_eager_kernel(const EagerKernel& k, const std::string& name, const std::vector<at::Tensor>& operands,
                          const std::vector<int64_t>& symbols, c10::DeviceIndex device);
 
+// Why this thread's last call of `op` without a device kernel had none ("",
+// if its last declined call was of another op): what the CPU fallback that
+// follows says.
+std::string eager_kernel_declined(const std::string& op);
+
 // Counts a run of an op as its decomposition (decomposition_fallback.h).
 void record_decomposition(const std::string& op);
 
