@@ -40,3 +40,43 @@ for bad in (lambda t: torch.topk(t, 9, 1), lambda t: torch.topk(t, -1, 1), lambd
 
 def test_sort_and_topk_run_on_the_device_with_the_cpu_tie_order():
     run_python(CODE, env={"OPENNEURON_DRIVER": "protected", "OPENNEURON_CPU_FALLBACK": "silent"}, timeout=300)
+
+
+VULKAN_CODE = """
+import torch
+torch.manual_seed(0)
+x = torch.randn(4, 7, 5); x[1, 2, 3] = float("nan"); x[2, 4, 1] = float("nan"); x[0, 0, 0] = x[0, 1, 0]
+tied_ints = torch.randint(0, 5, (6, 9, 4))
+unique = torch.randperm(3000).float().reshape(3, 1000) - 1500
+cases = (x, tied_ints, x.double(), tied_ints.to(torch.int32), tied_ints.to(torch.int8), tied_ints.to(torch.uint8), unique)
+for t in cases:
+    d = t.to("neuron")
+    for dim in range(-1, t.dim()):
+        for desc in (False, True):
+            for stable in (False, True):
+                a, b = torch.sort(t, dim=dim, descending=desc, stable=stable), torch.sort(d, dim=dim, descending=desc, stable=stable)
+                torch.testing.assert_close(b.values.cpu(), a.values, equal_nan=True)
+                # a stable sort (and any sort without ties) gives the CPU's indices
+                assert torch.equal(a.indices, b.indices.cpu()) or not stable and t is not unique, (t.dtype, dim, desc)
+                torch.testing.assert_close(t.gather(dim, b.indices.cpu()), a.values, equal_nan=True)
+        for largest in (True, False):
+            for k in (0, 1, 3, t.size(dim)):
+                a, b = torch.topk(t, k, dim, largest), torch.topk(d, k, dim, largest)
+                torch.testing.assert_close(b.values.cpu(), a.values, equal_nan=True)
+                torch.testing.assert_close(t.gather(dim, b.indices.cpu()), a.values, equal_nan=True)
+                assert t is not unique or torch.equal(a.indices, b.indices.cpu())
+assert torch.equal(torch.argsort(unique, 1), torch.argsort(unique.to("neuron"), 1).cpu())
+assert torch.sort(torch.tensor(3.0, device="neuron")).indices.item() == 0
+torch.neuron.synchronize()
+assert not torch.neuron.fallback_report(), torch.neuron.format_fallback_report()
+long = torch.randn(2, 9000)          # longer lines than the GLSL kernel takes: the CPU, counted
+torch.testing.assert_close(torch.sort(long.to("neuron"), 1).values.cpu(), torch.sort(long, 1).values)
+assert [r["op"] for r in torch.neuron.fallback_report()] == ["aten::sort"], torch.neuron.fallback_report()
+"""
+
+
+def test_sort_and_topk_run_as_glsl_kernels_on_vulkan():
+    # Lines up to 8192 elements: each element ranked against its line (a
+    # stable order: the CPU's for stable sorts and lines without ties).
+    run_python(VULKAN_CODE, env={"OPENNEURON_DRIVER": "vulkan", "OPENNEURON_VULKAN_VALIDATION": "1",
+                                 "OPENNEURON_CPU_FALLBACK": "silent"}, timeout=300)

@@ -402,6 +402,53 @@ void main() {
 )GLSL", t));
 }
 
+// sort (s[4] = -1, -2 for stable) and topk (s[4] = k) along the middle dim
+// of [outer, size, inner] into values and int64 indices laid out as
+// [outer, k, inner], as the C++ library's sort_lines. NaN counts as the
+// largest value, as in the CPU's comparators. One workgroup per line;
+// each element's place is its rank in the line: how many elements come
+// before it, ties in index order (a stable sort: the CPU's order for
+// stable sorts and for lines without ties). Quadratic in the line's
+// length: the caller sends only lines it bounds (indexing_ops.cc).
+std::string sort_lines(const Type& t) {
+  const std::string nan_rules = t.floating ? R"GLSL(
+  if (isnan(a) || isnan(b)) return isnan(a) && isnan(b) ? ai < bi : isnan(a) == descending;)GLSL"
+                                           : "";
+  return entry("sort_lines_" + t.suffix, 3, 5, {t.glsl, "int64_t"}, fill(R"GLSL(
+// Whether (a, ai) comes before (b, bi).
+bool on_before($C a, int64_t ai, $C b, int64_t bi, bool descending) {)GLSL" + nan_rules + R"GLSL(
+  if (a == b) return ai < bi;
+  return descending ? a > b : a < b;
+}
+void main() {
+  const uint64_t x = on_args.b[0], values = on_args.b[1], indices = on_args.b[2];
+  const int64_t outer = on_args.s[0], size = on_args.s[1], inner = on_args.s[2];
+  const bool descending = on_args.s[3] != 0L;
+  const int64_t k = on_args.s[4] >= 0L ? on_args.s[4] : size;
+  for (int64_t line = int64_t(gl_WorkGroupID.x); line < outer * inner; line += int64_t(gl_NumWorkGroups.x)) {
+    const int64_t o = line / inner, i = line - o * inner, base = o * size * inner + i;
+    for (int64_t j = int64_t(gl_LocalInvocationID.x); j < size; j += 64L) {
+      const $C v = $C($R(x + uint64_t(base + j * inner) * $Sul).v);
+      int64_t rank = 0L, e = 0L;
+      for (; e + 4L <= size; e += 4L) {  // four per loop trip (lavapipe counts them)
+        rank += on_before($C($R(x + uint64_t(base + e * inner) * $Sul).v), e, v, j, descending) ? 1L : 0L;
+        rank += on_before($C($R(x + uint64_t(base + (e + 1L) * inner) * $Sul).v), e + 1L, v, j, descending) ? 1L : 0L;
+        rank += on_before($C($R(x + uint64_t(base + (e + 2L) * inner) * $Sul).v), e + 2L, v, j, descending) ? 1L : 0L;
+        rank += on_before($C($R(x + uint64_t(base + (e + 3L) * inner) * $Sul).v), e + 3L, v, j, descending) ? 1L : 0L;
+      }
+      for (; e < size; ++e)
+        rank += on_before($C($R(x + uint64_t(base + e * inner) * $Sul).v), e, v, j, descending) ? 1L : 0L;
+      if (rank < k) {
+        const uint64_t at = uint64_t((o * k + rank) * inner + i);
+        $R(values + at * $Sul).v = $T(v);
+        OnRef_int64_t(indices + at * 8ul).v = j;
+      }
+    }
+  }
+}
+)GLSL", t));
+}
+
 // arange (mode 0: start + i * step) and linspace (mode 1: from both
 // ends, as the CPU). buffer out; scalars n, start, step (bits of
 // doubles), mode, end. Integer entries take arange only (integral start
@@ -449,7 +496,7 @@ int64_t on_double_bits_int(int64_t bits) {
 std::string glsl_indexing_library_entries() {
   std::string res;
   for (int bytes : {1, 2, 4, 8, 16}) res += index_select(bytes) + gather(bytes);
-  for (const Type& t : number_types()) res += scatter(t) + scan(t) + arg_extreme(t) + ramp(t);
+  for (const Type& t : number_types()) res += scatter(t) + scan(t) + arg_extreme(t) + sort_lines(t) + ramp(t);
   for (const Type& t : float_types()) res += embedding_backward(t) + nll_loss_forward(t) + nll_loss_backward(t);
   return res;
 }

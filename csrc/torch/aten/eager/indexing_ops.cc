@@ -349,6 +349,15 @@ bool sort_op(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit:
   if (!k.ok()) return false;
   const int64_t dim_arg = args[form == SortForm::sort ? 1 : 2].toInt();
   const bool descending = args[form == SortForm::sort ? 2 : 3].toBool();  // topk: largest
+  if (!cpp_target(device)) {
+    // The GLSL kernel ranks each element against its whole line: lines up
+    // to 8192 elements (a GPU sort for longer ones is issue 29's), within
+    // the device's loop-trip limit (lavapipe's).
+    const int64_t rank = std::max<int64_t>(self.dim(), 1);
+    if (dim_arg < -rank || dim_arg >= rank) return false;
+    const int64_t line = self.dim() ? self.size(c10::maybe_wrap_dim(dim_arg, rank)) : 1;
+    if (line > 8192 || !loops_fit(device, (line + 63) / 64 * (line / 4 + 4))) return false;
+  }
   if (form == SortForm::topk) {  // a k out of range: the CPU's message, not the meta function's
     const int64_t rank = std::max<int64_t>(self.dim(), 1);
     if (dim_arg < -rank || dim_arg >= rank) return false;
