@@ -10,6 +10,7 @@
 #include "compiler/ir/errors.h"
 #include "compiler/ir/view_coords.h"
 #include "compiler/codegen/cpp_pointwise.h"
+#include "compiler/codegen/reduction_stores.h"
 #include "compiler/codegen/cpp_types.h"
 
 namespace openneuron::compiler {
@@ -520,7 +521,7 @@ class KernelWriter {
     scopes_.emplace_back();
     for (Node* r : g_.roots) current_roots_.insert(r->id);
     row_key_ = join_keys(row);
-    const std::vector<Node*> folded = stores_for_the_first_pass();
+    const std::vector<Node*> folded = stores_for_the_first_pass(g_);
     bool first_pass = true;
     size_t i = 0;
     while (i < g_.roots.size()) {
@@ -552,56 +553,6 @@ class KernelWriter {
     --indent_;
     line("}");
     scopes_.pop_back();
-  }
-
-  // Full-size stores that need no reduction's result and go where the
-  // kernel reads nothing (a chain's value kept beside its sum: softmax's
-  // exp): written by the first reduction pass from the values it computes
-  // anyway. An epilogue pass of their own would compute them again, and
-  // sizes known only at run time leave no row cache to keep them in.
-  std::vector<Node*> stores_for_the_first_pass() {
-    std::vector<Node*> folded;
-    if (std::none_of(g_.roots.begin(), g_.roots.end(), [](Node* r) { return r->kind == NodeKind::Reduce; }))
-      return folded;
-    std::vector<Node*> reductions;
-    for (Node* r : g_.roots)
-      if (r->kind == NodeKind::Reduce) reductions.push_back(r);
-    for (Node* r : g_.roots)
-      if (r->kind != NodeKind::Reduce && r->shape == g_.shape && r->is_store() && !r->host &&
-          !needs_a_reduction(r) && !group_reads(r->store_into))
-        folded.push_back(r);
-    return folded;
-  }
-
-  // Whether `n`'s value reads a reduction computed in this kernel.
-  bool needs_a_reduction(Node* n) {
-    std::vector<Node*> work(n->inputs.begin(), n->inputs.end());
-    std::set<int> seen;
-    while (!work.empty()) {
-      Node* x = work.back();
-      work.pop_back();
-      if (!seen.insert(x->id).second) continue;
-      if (x->kind == NodeKind::Reduce) return true;
-      if (is_materialized(x) && !current_roots_.count(x->id)) continue;
-      for (Node* in : x->inputs) work.push_back(in);
-    }
-    return false;
-  }
-
-  // Whether any value of the kernel reads `input`.
-  bool group_reads(const Node* input) {
-    std::vector<Node*> work(g_.roots.begin(), g_.roots.end());
-    std::set<int> seen;
-    while (!work.empty()) {
-      Node* x = work.back();
-      work.pop_back();
-      if (!seen.insert(x->id).second) continue;
-      for (Node* in : x->inputs) {
-        if (in == input) return true;
-        if (!(is_materialized(in) && !current_roots_.count(in->id))) work.push_back(in);
-      }
-    }
-    return false;
   }
 
   // The reduction root at `i` and the adjacent reductions independent of it:

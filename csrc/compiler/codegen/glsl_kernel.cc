@@ -7,6 +7,7 @@
 #include <set>
 
 #include "compiler/codegen/glsl_pointwise.h"
+#include "compiler/codegen/reduction_stores.h"
 #include "compiler/ir/errors.h"
 #include "compiler/ir/view_coords.h"
 
@@ -362,6 +363,8 @@ class GlslKernelWriter {
     scopes_.emplace_back();
     for (Node* r : g_.roots) current_roots_.insert(r->id);
     row_key_ = join_keys(row);
+    const std::vector<Node*> folded = stores_for_the_first_pass(g_);
+    bool first_pass = true;
     size_t i = 0;
     while (i < g_.roots.size()) {
       Node* r = g_.roots[i];
@@ -369,8 +372,13 @@ class GlslKernelWriter {
       if (r->kind == NodeKind::Reduce) {
         std::vector<Node*> batch = reduction_batch(i);
         row_ = row;
-        write_reduce_pass(batch, row);
+        write_reduce_pass(batch, row, first_pass ? folded : std::vector<Node*>());
+        first_pass = false;
         i += batch.size();
+        continue;
+      }
+      if (std::count(folded.begin(), folded.end(), r)) {  // (written with the first pass)
+        ++i;
         continue;
       }
       if (r->shape == g_.shape) {
@@ -479,14 +487,23 @@ class GlslKernelWriter {
   // One pass over the row for every reduction of `batch`. Float sums are
   // compensated (Kahan) within each invocation's share; the shares meet in
   // a tree, which keeps the error of the combination small too.
-  void write_reduce_pass(const std::vector<Node*>& batch, const std::vector<Expr>& row) {
+  // One pass over the row accumulating every reduction of `batch`, and
+  // writing `stores` (stores_for_the_first_pass) from the same values.
+  void write_reduce_pass(const std::vector<Node*>& batch, const std::vector<Expr>& row,
+                         const std::vector<Node*>& stores) {
     for (Node* r : batch) {
       const std::string id = local(r), t = glsl_compute_type(r->compute);
       line(std::string(compensated(r) ? "precise " : "") + t + " acc" + id + " = " + reduction_init(r) + ";");
       if (compensated(r)) line("precise " + t + " cmp" + id + " = " + t + "(0); " + t + " raw" + id + " = " + t + "(0);");
       if (has_nan_flag(r)) line("bool nan" + id + " = false;");
     }
-    for_row_elements(row, [&](const std::vector<Expr>& c) { accumulate_batch(batch, c); });
+    for_row_elements(row, [&](const std::vector<Expr>& c) {
+      accumulate_batch(batch, c);
+      for (Node* r : stores) {
+        current_root_ = r->id;
+        store(r, c, emit(r, c));
+      }
+    });
     share_and_combine(batch);
   }
 

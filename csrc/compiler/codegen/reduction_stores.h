@@ -1,0 +1,18 @@
+// Which stores of a reduction kernel group the first reduction pass over a
+// row can write: shared by the C++ and GLSL kernel writers.
+#pragma once
+
+#include <vector>
+
+#include "compiler/passes/schedule.h"
+
+namespace openneuron::compiler {
+
+// Full-size stores (the group's shape) that need no reduction's result and
+// go where the group reads nothing (a chain's value kept beside its sum:
+// softmax's exp). The first reduction pass writes them from the values it
+// computes anyway; an epilogue pass of their own would compute them again
+// (and read their inputs again). Empty when the group has no reduction.
+std::vector<Node*> stores_for_the_first_pass(const KernelGroup& g);
+
+}  // namespace openneuron::compiler
