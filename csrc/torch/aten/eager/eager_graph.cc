@@ -550,13 +550,12 @@ std::optional<EagerGraph> fused_graph(const std::vector<HeldCall>& calls, c10::I
   const bool reduction = last.op->family == EagerOp::Family::Reduction;
   std::vector<bool> reduced;
   if (reduction) {
-    // Stored values beside the reduction: the C++ target writes those going
-    // to memory the kernel does not read (fresh results) from inside the
-    // reduction's loop; a GPU computes them again after it, at little cost.
-    // Stored over a tensor the chain reads (an in-place call), a value is
-    // computed again after the loop on the C++ target too: cheap
-    // arithmetic, but a transcendental (softmax's exp) would cost more
-    // twice than a second kernel's pass.
+    // Stored values beside the reduction going to memory the kernel does
+    // not read (fresh results) are written from inside the reduction's loop
+    // (compiler/codegen/reduction_stores.h). Stored over a tensor the chain
+    // reads (an in-place call), a value is computed again after the loop:
+    // cheap arithmetic, but a transcendental (softmax's exp) would cost
+    // more twice than a second kernel's pass.
     bool in_place = false;
     for (const HeldCall& c : calls) in_place |= c.op->form == EagerOp::Form::InPlace;
     if (stored.size() > 1 && in_place)
