@@ -45,7 +45,9 @@ std::string expr_type(const Expr& e, const std::string& float_symbol_type) {
   return "int64_t";
 }
 
-// The first float64 (or complex128) value the group computes, or null.
+// The first float64 (or complex128) value the group computes or loads, or
+// null. Buffers it loads end the walk: how another group or an extern made
+// them is not this kernel's arithmetic.
 const Node* float64_value(const KernelGroup& g) {
   std::vector<const Node*> work(g.roots.begin(), g.roots.end());
   std::set<int> seen;
@@ -54,6 +56,7 @@ const Node* float64_value(const KernelGroup& g) {
     work.pop_back();
     if (!seen.insert(n->id).second) continue;
     if (n->dtype == DType::Float64 || n->compute == DType::Float64 || n->dtype == DType::Complex128) return n;
+    if (loaded(g, n)) continue;
     for (const Node* in : n->inputs) work.push_back(in);
   }
   return nullptr;

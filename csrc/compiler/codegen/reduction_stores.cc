@@ -4,14 +4,12 @@
 #include <set>
 
 namespace openneuron::compiler {
-namespace {
-
-// A value the group loads rather than computes (a graph input, an extern's
-// output, or another group's buffer).
 bool loaded(const KernelGroup& g, const Node* n) {
   const bool materialized = n->kind == NodeKind::Input || n->kind == NodeKind::ExternOutput || n->materialize;
   return materialized && std::find(g.roots.begin(), g.roots.end(), n) == g.roots.end();
 }
+
+namespace {
 
 // Whether `n`'s value reads a reduction computed in the group.
 bool needs_a_reduction(const KernelGroup& g, const Node* n) {

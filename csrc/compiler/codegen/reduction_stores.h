@@ -1,5 +1,6 @@
 // Which stores of a reduction kernel group the first reduction pass over a
-// row can write: shared by the C++ and GLSL kernel writers.
+// row can write, and which values a group loads: shared by the C++ and GLSL
+// kernel writers.
 #pragma once
 
 #include <vector>
@@ -7,6 +8,10 @@
 #include "compiler/passes/schedule.h"
 
 namespace openneuron::compiler {
+
+// Whether the group loads `n` rather than computes it (a graph input, an
+// extern's output, or another group's buffer).
+bool loaded(const KernelGroup& g, const Node* n);
 
 // Full-size stores (the group's shape) that need no reduction's result and
 // go where the group reads nothing (a chain's value kept beside its sum:
