@@ -4,7 +4,7 @@ backward) is timed in a fresh process with empty caches, for each backend
 and layer count, side by side in one run. aot_eager (Dynamo + AOTAutograd,
 no code generation) is the floor every backend pays.
 
-    .venv/bin/python benchmarks/compile_scaling.py --layers 1 8 32 --backends neuron aot_eager inductor
+    .venv/bin/python benchmarks/compile_scaling.py --layers 1 8 32 --backends neuron aot_eager inductor [--repeat 3]
 
 For neuron the first call is also broken down with openneuron.compiler.metrics():
 our lowering/passes/codegen, the build, the kernels built and those shared.
@@ -57,20 +57,28 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--layers", type=int, nargs="+", default=[1, 8, 32])
     p.add_argument("--backends", nargs="+", default=["neuron", "aot_eager", "inductor"])
+    p.add_argument("--repeat", type=int, default=1,
+                   help="rounds of every run, interleaved; each run's best round is reported (a noisy machine)")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args()
+    runs = [(layers, backend) for layers in args.layers for backend in args.backends]
+    best = {}
+    for _ in range(args.repeat):  # rounds of every run, so a slow spell of the machine hits them all
+        for run in runs:
+            r = first_call(*run, sys.executable)
+            if run not in best or r["seconds"] < best[run]["seconds"]:
+                best[run] = r
     rows = []
     print(f"{'layers':>6} {'backend':>10} {'first call s':>12}  neuron breakdown")
-    for layers in args.layers:
-        for backend in args.backends:
-            r = first_call(layers, backend, sys.executable)
-            detail = ""
-            m = r.get("metrics")
-            if m:
-                detail = (", ".join(f"{k} {v:.2f}" for k, v in m["compile_time"].items()) + " s; "
-                          f"{m['kernels']} kernels, {m['kernels_distinct']} distinct, {m['kernels_built']} built")
-            print(f"{layers:>6} {backend:>10} {r['seconds']:>12.2f}  {detail}", flush=True)
-            rows.append({"layers": layers, "backend": backend, **r})
+    for layers, backend in runs:
+        r = best[(layers, backend)]
+        detail = ""
+        m = r.get("metrics")
+        if m:
+            detail = (", ".join(f"{k} {v:.2f}" for k, v in m["compile_time"].items()) + " s; "
+                      f"{m['kernels']} kernels, {m['kernels_distinct']} distinct, {m['kernels_built']} built")
+        print(f"{layers:>6} {backend:>10} {r['seconds']:>12.2f}  {detail}", flush=True)
+        rows.append({"layers": layers, "backend": backend, **r})
     by = {(r["layers"], r["backend"]): r["seconds"] for r in rows}
     if "neuron" in args.backends and "aot_eager" in args.backends:
         print("\nneuron / aot_eager floor, and neuron's cost above the floor:")

@@ -14,10 +14,8 @@
 """
 
 import builtins
-import contextlib
 import dataclasses
 import dis
-import gc
 import logging
 import sys
 import types
@@ -26,7 +24,7 @@ import torch
 
 from openneuron.compiler.config import settings
 
-from . import replace, require_torch
+from . import gc_paused, replace, require_torch
 from .precompile_scope import _causes, active
 
 require_torch(__name__)
@@ -93,22 +91,6 @@ def _bounded(cache_entry, limit):
     return dataclasses.replace(cache_entry, codes=codes)
 
 
-@contextlib.contextmanager
-def _gc_paused():
-    """Loading a saved frame unpickles tens of thousands of small objects
-    (guards, sources, value checks). Each allocation burst can set off a
-    full collection that walks the whole heap: with torch and transformers
-    loaded, about 0.25 s of GPT-2's 0.6 s warm start. Nothing made while
-    loading is garbage, so collection waits until it is done."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def _start_fresh(package, fn, initialize):
     # Back to an empty package: PyTorch's initialize without an entry keeps
     # the entries loaded so far, and the frame saved after this compile
@@ -140,7 +122,7 @@ def _load_or_pass_over():
         if _without_code(fn):
             return None
         try:
-            with _gc_paused():
+            with gc_paused():
                 return load(fn)
         except Exception as e:  # noqa: BLE001 -- an unreadable saved frame: compile it
             log.info("openneuron: the saved frame of %s cannot be read (%s: %s); compiling it",
@@ -186,7 +168,7 @@ def _load_or_pass_over():
             if self.__dict__.pop("_openneuron_nothing_to_install", False):
                 return
             try:
-                with _gc_paused():
+                with gc_paused():
                     install(self, backends)
                 missing = sorted(_missing_globals(self))
                 # PyTorch 2.13 does not save every global its code reads: the

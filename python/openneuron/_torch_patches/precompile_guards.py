@@ -31,7 +31,7 @@ import types
 
 import torch
 
-from . import replace, require_torch
+from . import gc_paused, replace, require_torch
 from .precompile_scope import active
 
 require_torch(__name__)
@@ -281,7 +281,8 @@ def install():
             unsupported = manager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES
             manager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES = savable_identity_guards
             try:
-                return original_serialize(self, builder, sorted_guards, output_graph)
+                with gc_paused():
+                    return original_serialize(self, builder, sorted_guards, output_graph)
             except Exception as e:  # noqa: BLE001 -- an unpicklable guard value: never fail the compile
                 if unsavable:
                     return b""

@@ -74,6 +74,28 @@ def _missing_grads_as_none(original):
     return classmethod(unpickle_tensor)
 
 
+def _each_inlined_source_once(original):
+    """PyTorch 2.13 records the source of every function a compile inlined,
+    once per call: the forward of each of 32 identical layers is read,
+    checked against its module's file and hashed 32 times (0.3 s of a
+    32-layer encoder's compile, growing with depth). A code object already
+    recorded in this package gives the same record: skip it."""
+
+    def add_inlined_source(self, sources):
+        if not active():
+            return original(self, sources)
+        info, recorded = self.__dict__.get("_openneuron_inlined", (None, None))
+        if info is not self._source_info:  # a package initialized again starts a new record
+            recorded = set()
+            self._openneuron_inlined = (self._source_info, recorded)
+        fresh = [code for code in dict.fromkeys(sources) if code not in recorded]
+        original(self, fresh)
+        if not (self._current_entry and self._current_entry.bypassed):
+            recorded.update(fresh)
+
+    return add_inlined_source
+
+
 def _unique_name_counters():
     """PyTorch 2.13 names the globals a compiled frame installs with counters
     that start at 0 in every process (`__builtins_dict___0`, and
@@ -107,5 +129,6 @@ def install():
     replace(guards.GuardsStatePickler, "_unpickle_tensor", _missing_grads_as_none)
     precompile_guards.install()
     replace(CompilePackage, "_add_function", _decorated_functions_by_their_globals)
+    replace(CompilePackage, "add_inlined_source", _each_inlined_source_once)
     replace(OutputGraph, "install_global_by_id", _module_globals_as_import_sources)
     precompile_entries.install()
