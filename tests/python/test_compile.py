@@ -112,6 +112,61 @@ def test_gelu_layernorm_softmax_forward_backward():
     check(lambda x, w, b: F.gelu(F.layer_norm(x, (40,), w, b)).softmax(-1), x, w, b, grad=True, atol=1e-5)
 
 
+def _against_cpu(fn, *args, grad_of, dynamic=False, atol=1e-5, rtol=1e-5):
+    """fn compiled for neuron (no op through an eager kernel) against fn on
+    CPU in float32 at least (CPU's own bfloat16 kernels round more than
+    ours); the gradients of the args whose index is in `grad_of`."""
+    def run(device, f, dtype=None):
+        xs = [a.detach().to(device, dtype or a.dtype, copy=True).requires_grad_(i in grad_of) if a is not None
+              else None for i, a in enumerate(args)]
+        out = f(*xs)
+        out.backward(torch.linspace(-1, 1, out.numel()).reshape(out.shape).to(device, out.dtype))
+        return [out] + [xs[i].grad for i in sorted(grad_of)]
+
+    low = args[0].dtype in (torch.float16, torch.bfloat16)
+    expected = [e.to(args[0].dtype) for e in run("cpu", fn, torch.float32 if low else None)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", compiler.CompileFallbackWarning)
+        got = run(DEV, torch.compile(fn, backend="neuron", dynamic=dynamic))
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g.cpu(), e, atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("weight,bias", [(True, True), (False, False), (True, False), (False, True)])
+def test_layer_norm_and_its_backward_are_lowered_by_the_compiler(dtype, weight, bias):
+    # Lowered in lower.cc (PyTorch's decomposition costs AOTAutograd's trace
+    # milliseconds a call): every output mask, against CPU.
+    from openneuron.compiler.backend import decompositions
+
+    assert torch.ops.aten.native_layer_norm_backward.default not in decompositions()
+    tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=3e-2, rtol=3e-2)
+    x = torch.randn(3, 5, 24, dtype=dtype) * 2 + 1
+    w = torch.randn(24, dtype=dtype) if weight else None
+    b = torch.randn(24, dtype=dtype) if bias else None
+    params = {i for i, t in ((1, w), (2, b)) if t is not None}
+
+    def ln(x, w, b):
+        return F.layer_norm(x, (24,), w, b, eps=1e-5) * 1.5
+
+    _against_cpu(ln, x, w, b, grad_of={0} | params, **tol)
+    _against_cpu(ln, x, w, b, grad_of=params or {0}, **tol)  # no grad for x (unless nothing else has one)
+    torch._dynamo.reset()
+    _against_cpu(lambda x, w, b: F.layer_norm(x, (5, 24), None if w is None else w.expand(5, 24),
+                                              None if b is None else b.expand(5, 24)),
+                 x, w, b, grad_of={0} | params, **tol)
+
+
+def test_select_backward_is_lowered_by_the_compiler():
+    # x[:, i]'s gradient is a pad of the incoming one (no decomposition
+    # into new_zeros and select_scatter); negative indices on symbolic sizes.
+    x = torch.randn(6, 7, 3)
+    _against_cpu(lambda x: x[:, 0] * 2 + x[:, -1].sin() + x.unbind(2)[1].exp().sum(1, keepdim=True), x, grad_of={0})
+    torch._dynamo.reset()
+    for n in (7, 9):
+        _against_cpu(lambda x: x[:, -2].cos() * x[1:, 3].sum(), torch.randn(5, n), grad_of={0}, dynamic=True)
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16, torch.float16, torch.int32, torch.int64, torch.bool])
 def test_dtypes_are_kept(dtype):
     if dtype == torch.bool:

@@ -239,6 +239,9 @@ class Lowerer {
       v.items = {tensor(var), tensor(mean)};
       return v;
     }
+    if (target == "aten.native_layer_norm.default") return lower_layer_norm(node);
+    if (target == "aten.native_layer_norm_backward.default") return lower_layer_norm_backward(node);
+    if (target == "aten.select_backward.default") return tensor(lower_select_backward(node));
     if (base == "aten.arange") return tensor(lower_arange(node, target));
     if (base == "aten.constant_pad_nd") return tensor(lower_pad(node));
     if (base == "aten.cat") return tensor(lower_cat(node));
@@ -642,6 +645,21 @@ class Lowerer {
     return view(r, "reshape", squeezed);
   }
 
+  // The mean over `dims` (kept) of `xs`, already in its computation dtype,
+  // and the sum of squared deviations from it: two passes over the row.
+  std::pair<Node*, Node*> mean_and_squared_deviations(Node* xs, const std::vector<int64_t>& dims) {
+    DType ct = xs->dtype;
+    Node* sum = reduce("sum", xs, dims, ct, ct, true);
+    Node* mean = divide_by_count(sum, reduced_count(xs, dims), ct);
+    Node* dev = binary("sub", xs, mean);
+    return {mean, reduce("sum", binary("mul", dev, dev), dims, ct, ct, true)};
+  }
+
+  // `op` of `a` and `b` broadcast to a's shape, in a's dtype.
+  Node* binary(const std::string& op, Node* a, Node* b) {
+    return pointwise(op, {a, broadcast(b, a->shape)}, a->shape, a->dtype, a->dtype);
+  }
+
   // var (and mean) in two passes over the row: mean, then squared deviations.
   std::pair<Node*, Node*> lower_var(const Json& node, bool with_mean) {
     const Json& meta = node.at("meta");
@@ -657,22 +675,8 @@ class Lowerer {
     const Json& kd = node.at("kwargs").get("keepdim");
     bool keepdim = kd.is_bool() && kd.as_bool();
     DType ct = compute_dtype(m.dtype);
-    Expr n = reduced_count(x, dims);
-    Node* xs = cast(x, ct);
-    Node* sum = reduce("sum", xs, dims, ct, ct, true);
-    Node* mean = divide_by_count(sum, n, ct);
-    Node* dev = g_.add(NodeKind::Pointwise, "sub");
-    dev->inputs = {xs, broadcast(mean, x->shape)};
-    dev->dtype = ct;
-    dev->compute = ct;
-    dev->shape = x->shape;
-    Node* sq = g_.add(NodeKind::Pointwise, "mul");
-    sq->inputs = {dev, dev};
-    sq->dtype = ct;
-    sq->compute = ct;
-    sq->shape = x->shape;
-    Node* ss = reduce("sum", sq, dims, ct, ct, true);
-    Expr denom = Expr::max(n - Expr(static_cast<int64_t>(correction)), Expr(0));
+    auto [mean, ss] = mean_and_squared_deviations(cast(x, ct), dims);
+    Expr denom = Expr::max(reduced_count(x, dims) - Expr(static_cast<int64_t>(correction)), Expr(0));
     Node* var = cast(divide_by_count(ss, denom, ct), m.dtype);
     Node* mean_out = cast(mean, m.dtype);
     if (!keepdim) {
@@ -680,6 +684,93 @@ class Lowerer {
       mean_out = squeeze_reduced(mean_out, x, dims);
     }
     return {var, mean_out};
+  }
+
+  // native_layer_norm and its backward, lowered here rather than decomposed
+  // in Python: their decompositions cost AOTAutograd 3-6 ms a call to trace
+  // (0.65 s of a 32-layer encoder's compile). The arithmetic is PyTorch's
+  // reference (torch/_refs native_layer_norm, torch/_decomp
+  // native_layer_norm_backward), in the input's computation dtype.
+  std::vector<int64_t> normalized_dims(const Json& shape_arg, Node* x) {
+    if (!shape_arg.is_array()) throw UnsupportedError("normalized_shape is not a list");
+    int k = static_cast<int>(shape_arg.items().size());
+    if (k < 1 || k > x->rank()) throw UnsupportedError("normalized_shape of another rank");
+    std::vector<int64_t> dims;
+    for (int d = x->rank() - k; d < x->rank(); ++d) dims.push_back(d);
+    return dims;
+  }
+
+  // An output `n` of a multi-output op as the dtype its metadata says.
+  Value item_as(Node* n, const Json& meta) {
+    TensorMeta m = tensor_meta(meta);
+    if (m.shape != n->shape) throw UnsupportedError("result shape differs from its metadata");
+    return tensor(cast(n, m.dtype));
+  }
+
+  Value lower_layer_norm(const Json& node) {
+    const Json& items = node.at("meta").at("items");
+    Node* x = tensor_arg(node.at("args")[0]);
+    if (!x || !is_floating(x->dtype)) throw UnsupportedError("layer_norm of a non-float tensor");
+    std::vector<int64_t> dims = normalized_dims(node.at("args")[1], x);
+    Node* weight = tensor_arg(arg(node, 2, "weight"));
+    Node* bias = tensor_arg(arg(node, 3, "bias"));
+    const Json& eps = arg(node, 4, "eps");
+    if (!eps.is_number()) throw UnsupportedError("eps is not a number");
+    DType ct = compute_dtype(x->dtype);
+    Node* xs = cast(x, ct);
+    auto [mean, ss] = mean_and_squared_deviations(xs, dims);
+    Node* var = divide_by_count(ss, reduced_count(x, dims), ct);
+    Node* rstd = pointwise("rsqrt", {binary("add", var, constant(eps.as_double(), false, ct, var->shape))},
+                           var->shape, ct, ct);
+    Node* out = binary("mul", binary("sub", xs, mean), rstd);
+    if (weight) out = binary("mul", out, cast(weight, ct));
+    if (bias) out = binary("add", out, cast(bias, ct));
+    Value v;
+    v.is_tuple = true;
+    v.items = {item_as(out, items[0]), item_as(mean, items[1]), item_as(rstd, items[2])};
+    return v;
+  }
+
+  Value lower_layer_norm_backward(const Json& node) {
+    const Json& args = node.at("args");
+    const Json& items = node.at("meta").at("items");
+    Node* grad = tensor_arg(args[0]);
+    Node* x = tensor_arg(args[1]);
+    Node* mean = tensor_arg(args[3]);
+    Node* rstd = tensor_arg(args[4]);
+    Node* weight = tensor_arg(args[5]);
+    Node* bias = tensor_arg(args[6]);
+    const Json& mask = args[7];
+    if (!grad || !x || !mean || !rstd || !is_floating(x->dtype)) throw UnsupportedError("layer_norm_backward operands");
+    if (mean->rank() != x->rank() || rstd->rank() != x->rank()) throw UnsupportedError("mean or rstd of another rank");
+    if (!mask.is_array() || mask.items().size() != 3) throw UnsupportedError("output_mask is not three bools");
+    std::vector<int64_t> inner = normalized_dims(args[2], x), outer;
+    for (int64_t d = 0; d < inner.front(); ++d) outer.push_back(d);
+    DType ct = compute_dtype(x->dtype);
+    Node* gs = cast(grad, ct);
+    Node* x_hat = binary("mul", binary("sub", cast(x, ct), cast(mean, ct)), cast(rstd, ct));
+    Node* grad_x_hat = weight ? binary("mul", gs, cast(weight, ct)) : gs;
+    Expr n = reduced_count(x, inner);
+    Node* n_times = constant(0, true, ct, x->shape);
+    n_times->view_args = {n};  // symbolic value: the kernel evaluates it
+    Node* a = binary("mul", grad_x_hat, n_times);
+    Node* b = reduce("sum", grad_x_hat, inner, ct, ct, true);
+    Node* c2 = reduce("sum", binary("mul", grad_x_hat, x_hat), inner, ct, ct, true);
+    Node* within = binary("sub", binary("sub", a, b), binary("mul", x_hat, c2));
+    Value v;
+    v.is_tuple = true;
+    v.items.resize(3);
+    if (mask.items()[0].as_bool())
+      v.items[0] = item_as(binary("mul", broadcast(divide_by_count(cast(rstd, ct), n, ct), x->shape), within), items[0]);
+    if (mask.items()[1].as_bool() && weight) {
+      Node* gx = binary("mul", gs, x_hat);
+      v.items[1] = item_as(outer.empty() ? gx : reduce("sum", gx, outer, ct, ct, false), items[1]);
+    }
+    if (mask.items()[2].as_bool() && bias) {
+      Node* sum = outer.empty() ? pointwise("identity", {gs}, gs->shape, ct, ct) : reduce("sum", gs, outer, ct, ct, false);
+      v.items[2] = item_as(sum, items[2]);
+    }
+    return v;
   }
 
   static bool is_view_op(const std::string& base) {
@@ -817,6 +908,27 @@ class Lowerer {
       v->scalar = o.scalar;
       v->scalar_is_int = o.scalar_is_int;
     }
+    return v;
+  }
+
+  // select_backward: the gradient placed at `index` along `dim` of zeros
+  // of the input's sizes, a pad view of it (its decomposition, new_zeros and
+  // select_scatter, costs AOTAutograd's trace ~2 ms a call).
+  Node* lower_select_backward(const Json& node) {
+    TensorMeta m = tensor_meta(node.at("meta"));
+    Node* grad = tensor_arg(node.at("args")[0]);
+    if (!grad || grad->dtype != m.dtype) throw UnsupportedError("select_backward operands");
+    const int rank = static_cast<int>(m.shape.size());
+    int64_t dim = const_int(node.at("args")[2]);
+    if (dim < 0) dim += rank;
+    if (dim < 0 || dim >= rank || grad->rank() != rank - 1) throw UnsupportedError("select_backward dim");
+    int64_t index = const_int(node.at("args")[3]);
+    std::vector<Expr> unsqueezed = grad->shape;
+    unsqueezed.insert(unsqueezed.begin() + dim, Expr(1));
+    std::vector<Expr> lead(rank, Expr(0));
+    lead[dim] = index < 0 ? m.shape[dim] + Expr(index) : Expr(index);
+    Node* v = view(view(grad, "reshape", unsqueezed), "pad", m.shape);
+    v->view_args = lead;
     return v;
   }
 
