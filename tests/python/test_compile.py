@@ -157,6 +157,16 @@ def test_layer_norm_and_its_backward_are_lowered_by_the_compiler(dtype, weight, 
                  x, w, b, grad_of={0} | params, **tol)
 
 
+def test_transposes_of_every_rank_are_lowered():
+    # transpose and t are lowered, not decomposed: 0-dim and 1-dim tensors
+    # (their transposes are themselves), negative dims, gradients.
+    for fn, shape in [(lambda x: x.transpose(0, 0) * 2, ()), (lambda x: x.t() + 1, (5,)),
+                      (lambda x: x.t() + 1, ()), (lambda x: x.transpose(-1, 0).sin(), (3, 4)),
+                      (lambda x: x.mT.exp() @ x, (2, 3, 3))]:
+        torch._dynamo.reset()
+        _against_cpu(fn, torch.randn(shape), grad_of={0}, atol=1e-5, rtol=1e-5)
+
+
 def test_select_backward_is_lowered_by_the_compiler():
     # x[:, i]'s gradient is a pad of the incoming one (no decomposition
     # into new_zeros and select_scatter); negative indices on symbolic sizes.

@@ -795,10 +795,20 @@ class Lowerer {
       std::vector<int64_t> perm;
       for (int i = 0; i < rank; ++i) perm.push_back(i);
       if (base == "aten.permute") perm = int_list(node.at("args")[1]);
-      else if (base == "aten.transpose")
-        std::swap(perm[norm(const_int(node.at("args")[1]))], perm[norm(const_int(node.at("args")[2]))]);
-      else if (rank == 2) std::swap(perm[0], perm[1]);
       for (auto& p : perm) p = norm(p);
+      if (base == "aten.transpose" && rank > 0) {  // (a 0-dim tensor's transpose(0, 0) is itself)
+        const int64_t a = norm(const_int(node.at("args")[1])), b = norm(const_int(node.at("args")[2]));
+        if (a < 0 || a >= rank || b < 0 || b >= rank) throw UnsupportedError("transpose dim out of range");
+        std::swap(perm[a], perm[b]);
+      } else if (base == "aten.t" && rank == 2) {
+        std::swap(perm[0], perm[1]);
+      }
+      std::vector<bool> seen(rank, false);
+      for (int64_t p : perm) {
+        if (p < 0 || p >= rank || seen[p]) throw UnsupportedError("permutation is not one of the dims");
+        seen[p] = true;
+      }
+      if (static_cast<int>(perm.size()) != rank) throw UnsupportedError("permutation of another rank");
       Node* v = view(x, "permute", m.shape);
       v->dims = perm;
       return v;
