@@ -107,6 +107,60 @@ def test_trailing_reduction_joins_the_chain(env):
     """, env=env)
 
 
+def test_reductions_inside_a_chain(env):
+    # A reduction may start a chain and later calls over the chain's shape
+    # may read its result (kept with keepdim): softmax written as 5 ops is
+    # one kernel of passes over each row.
+    run_python(PRELUDE + """
+    def softmax5(a):
+        e = torch.exp(a - a.amax(-1, keepdim=True))
+        return e / e.sum(-1, keepdim=True)
+    for a, na in ((x, nx), (x.t(), nx.t()), (x.view(8, 8, 330), nx.view(8, 8, 330))):
+        s0 = stats()
+        out = softmax5(na).cpu()
+        assert fused_since(s0) == 1 and stats()["fused_calls"] - s0["fused_calls"] == 5, (stats(), s0)
+        assert stats()["dead_results"] - s0["dead_results"] == 4
+        torch.testing.assert_close(out, softmax5(a))
+    # Values the user holds are stored by the same kernel: the row maximum,
+    # the exponentials.
+    s0 = stats()
+    m = nx.amax(1, keepdim=True); e = (nx - m).exp(); r = e / e.sum(1, keepdim=True)
+    torch.testing.assert_close(r.cpu(), torch.softmax(x, 1))
+    torch.testing.assert_close(m.cpu(), x.amax(1, keepdim=True))
+    torch.testing.assert_close(e.cpu(), (x - x.amax(1, keepdim=True)).exp())
+    assert fused_since(s0) == 1, (stats(), s0)
+    # Over the other dim (columns), and a centred variance.
+    def centred(a):
+        c = a - a.mean(0, keepdim=True)
+        return (c * c).sum(0)
+    s0 = stats()
+    torch.testing.assert_close(centred(nx).cpu(), centred(x), atol=1e-4, rtol=1e-5)
+    assert fused_since(s0) == 1 and stats()["fused_calls"] - s0["fused_calls"] == 4, (stats(), s0)
+    # Reductions over different dims: the chain runs in pieces, right.
+    def two_ways(a):
+        b = a / a.abs().sum(0, keepdim=True)
+        return b.sum(1)
+    torch.testing.assert_close(two_ways(nx).cpu(), two_ways(x))
+    # A result whose reduced dim was dropped broadcasts along another dim
+    # (a square tensor): not read as a row value.
+    sq = torch.randn(128, 128); nsq = sq.to("neuron")
+    torch.testing.assert_close((nsq * 2 + nsq.sum(-1)).cpu(), sq * 2 + sq.sum(-1))
+    torch.testing.assert_close((nsq - nsq.amax(0)).exp().cpu(), (sq - sq.amax(0)).exp())
+    # A host read of the row maximum in the middle flushes what is held.
+    m = nx.amax(-1, keepdim=True)
+    e = (nx - m).exp()
+    assert torch.equal(m.cpu(), x.amax(-1, keepdim=True))
+    torch.testing.assert_close((e / e.sum(-1, keepdim=True)).cpu(), torch.softmax(x, -1))
+    # Errors at the call that causes them, what was held intact.
+    m = nx.amax(-1, keepdim=True)
+    try:
+        (nx - m).sum(dim=7); raise AssertionError("no error")
+    except IndexError as err:
+        assert "dim" in str(err).lower()
+    torch.testing.assert_close(m.cpu(), x.amax(-1, keepdim=True))
+    """, env=env)
+
+
 def test_tiny_calls_are_held_only_where_dispatches_are_costly(env):
     # Below 8192 elements a held call costs more on host and protected than
     # fusion saves: such calls launch their cached kernel directly. A GPU

@@ -54,7 +54,6 @@ struct Chain {
   std::vector<int64_t> shape;
   std::vector<TensorKey> read, written;
   std::vector<int> writer;  // per written key, the call that last wrote it
-  bool closed = false;      // a reduction ended it: nothing more joins
 };
 
 struct Stats {
@@ -151,17 +150,32 @@ bool depends_on(const Chain& ch, const std::vector<TensorKey>& reads) {
   return false;
 }
 
-// Whether a reduction called with `args` on `stream` can end the chain: it
-// reads one tensor, a result of the chain, over the chain's shape.
-bool ends_chain(const Chain& ch, c10::ArrayRef<c10::IValue> args, const c10::Stream& stream) {
-  if (ch.calls.empty() || ch.closed || ch.stream != stream) return false;
-  std::vector<TensorKey> reads;
+// The one neuron tensor a reduction called with `args` reads, or null.
+const at::Tensor* reduced_tensor(c10::ArrayRef<c10::IValue> args) {
+  const at::Tensor* input = nullptr;
   for (const auto& v : args)
     if (is_neuron(v)) {
-      if (v.toTensor().sizes() != c10::IntArrayRef(ch.shape)) return false;
-      reads.push_back(key_of(v.toTensor()));
+      if (input) return nullptr;
+      input = &v.toTensor();
     }
-  return reads.size() == 1 && depends_on(ch, reads);
+  return input;
+}
+
+// Whether a reduction of `input` on `stream` can join the chain: it reads a
+// result of the chain over the chain's shape.
+bool joins_chain(const Chain& ch, const at::Tensor& input, const c10::Stream& stream) {
+  return !ch.calls.empty() && ch.stream == stream && input.sizes() == c10::IntArrayRef(ch.shape) &&
+         depends_on(ch, {key_of(input)});
+}
+
+// Whether a pointwise call reads a reduction's result of the chain that
+// dropped its reduced dims: broadcast, its values would not line up with
+// the rows they were reduced from, as a result kept with keepdim does.
+bool reads_a_dropped_row(const Chain& ch, const std::vector<TensorKey>& reads) {
+  for (const auto& r : reads)
+    for (const auto& w : ch.written)
+      if (w == r && r.sizes.size() != ch.shape.size()) return true;
+  return false;
 }
 
 // A tensor over `storage` seen as `k` (a result's surrogate once its
@@ -220,6 +234,13 @@ void run_alone(const Held& h, const HeldCall& call, c10::DeviceIndex device) {
 
 bool is_reduction(const HeldCall& call) { return call.op->family == EagerOp::Family::Reduction; }
 
+// The shape the calls run over: a reduction's input's, the others' result's.
+c10::IntArrayRef chain_shape(const HeldCall& first) {
+  if (!is_reduction(first)) return first.out.sizes();
+  return reduced_tensor(first.args)->sizes();
+}
+
+
 // A chain seen before: the same calls, on tensors of the same dtypes,
 // sizes, strides and aliasing, with the same numbers, storing the same
 // results, make the same graph. Its plan keeps the graph's kernel (or that
@@ -272,7 +293,7 @@ bool chain_key(const std::vector<HeldCall>& calls, c10::DeviceIndex device, std:
 std::shared_ptr<const ChainPlan> plan_chain(const std::vector<HeldCall>& calls, c10::DeviceIndex device) {
   auto plan = std::make_shared<ChainPlan>();
   std::string why;
-  auto fused = fused_graph(calls, calls[0].out.sizes(), &why);
+  auto fused = fused_graph(calls, chain_shape(calls[0]), &why);
   if (!fused) return plan;
   // An in-place call stores over memory the chain also reads as an
   // input: only one kernel, reading each element before writing it, may
@@ -323,6 +344,44 @@ bool run_fused(const std::vector<HeldCall>& calls, c10::DeviceIndex device) {
   return true;
 }
 
+// Results of calls before `from` that calls from `from` on read: stored,
+// since those calls now read them from memory.
+void store_values_read_from(const std::vector<Held>& held, std::vector<HeldCall>& calls, size_t from) {
+  for (size_t c = from; c < calls.size(); ++c)
+    for (int w : held[c].result_of)
+      if (w >= 0 && static_cast<size_t>(w) < from) calls[w].store = true;
+}
+
+// Runs calls [begin, end) as one kernel where the compiler can; else cut
+// after the first reduction with calls after it, each piece run the same
+// way; a piece ending in a reduction it cannot fuse runs that reduction
+// apart, after its pointwise calls.
+void run_piece(const std::vector<Held>& held, std::vector<HeldCall>& calls, size_t begin, size_t end,
+               c10::DeviceIndex device) {
+  auto slice = [&](size_t b, size_t e) { return std::vector<HeldCall>(calls.begin() + b, calls.begin() + e); };
+  if (end - begin > 1 && run_fused(slice(begin, end), device)) return;
+  size_t cut = begin;
+  while (cut < end && !is_reduction(calls[cut])) ++cut;
+  if (cut + 1 < end) {
+    store_values_read_from(held, calls, cut + 1);
+    run_piece(held, calls, begin, cut + 1, device);
+    run_piece(held, calls, cut + 1, end, device);
+    return;
+  }
+  Stats& s = stats();
+  if (cut + 1 == end && end - begin > 1) {
+    store_values_read_from(held, calls, cut);
+    if (cut - begin == 1 || !run_fused(slice(begin, cut), device)) {
+      ++s.unfused;
+      for (size_t c = begin; c < cut; ++c) run_alone(held[c], calls[c], device);
+    }
+    run_alone(held[cut], calls[cut], device);
+    return;
+  }
+  if (end - begin > 1) ++s.unfused;
+  for (size_t c = begin; c < end; ++c) run_alone(held[c], calls[c], device);
+}
+
 void run_chain(const std::vector<Held>& held, c10::DeviceIndex device) {
   Stats& s = stats();
   ++s.chains;
@@ -333,25 +392,9 @@ void run_chain(const std::vector<Held>& held, c10::DeviceIndex device) {
     s.dead_results += static_cast<int64_t>(calls.size());
     return;
   }
-  if (calls.size() > 1) {
+  if (calls.size() > 1)
     for (const auto& c : calls) s.dead_results += !c.store;
-    if (run_fused(calls, device)) return;
-    if (is_reduction(calls.back())) {
-      // The reduction apart, after the pointwise calls, reading the value
-      // they now store.
-      for (int w : held.back().result_of)
-        if (w >= 0) calls[w].store = true;
-      const std::vector<HeldCall> pointwise(calls.begin(), calls.end() - 1);
-      if (pointwise.size() == 1 || !run_fused(pointwise, device)) {
-        ++s.unfused;
-        for (size_t c = 0; c < pointwise.size(); ++c) run_alone(held[c], calls[c], device);
-      }
-      run_alone(held.back(), calls.back(), device);
-      return;
-    }
-    ++s.unfused;
-  }
-  for (size_t c = 0; c < calls.size(); ++c) run_alone(held[c], calls[c], device);
+  run_piece(held, calls, 0, calls.size(), device);
 }
 
 // Runs the chain's calls, on the stream they were made on.
@@ -362,7 +405,6 @@ void flush_locked(Chain& ch, c10::DeviceIndex device) {
   ch.read.clear();
   ch.written.clear();
   ch.writer.clear();
-  ch.closed = false;
   const bool was_flushing = t_flushing;
   t_flushing = true;
   const c10::Stream previous = exchange_stream(ch.stream);
@@ -394,8 +436,10 @@ bool hold_for_fusion(const c10::OperatorHandle& op, const OpInfo&, c10::DeviceIn
                      torch::jit::Stack* stack) {
   if (t_flushing || !eager_fusion_enabled() || !settings().eager_kernels) return false;
   const EagerOp& e = eager_op(op);
-  // A reduction joins a chain as its last call (reading one of its results
-  // over the chain's shape): the chain and the reduction run as one kernel.
+  // A reduction joins a chain (reading one of its results over the chain's
+  // shape) or starts one (softmax's amax); later calls over that shape may
+  // read its result (kept with keepdim): the chain runs as one kernel of
+  // passes over each row.
   const bool reduction = e.family == EagerOp::Family::Reduction && e.form == EagerOp::Form::Functional;
   if ((e.family != EagerOp::Family::Pointwise && !reduction) || e.form == EagerOp::Form::Out || e.results != 1)
     return false;
@@ -408,7 +452,10 @@ bool hold_for_fusion(const c10::OperatorHandle& op, const OpInfo&, c10::DeviceIn
     return false;
   Chain& ch = chain(device);
   std::lock_guard<std::mutex> lock(ch.mutex);
-  if (reduction && !ends_chain(ch, args, current_stream(device))) return false;
+  const c10::Stream stream = current_stream(device);
+  const at::Tensor* reduced = reduction ? reduced_tensor(args) : nullptr;
+  if (reduction && !reduced) return false;
+  if (reduction && !joins_chain(ch, *reduced, stream)) flush_locked(ch, device);
   std::vector<at::Tensor> outs;
   auto plan = plan_call(op, e, device, args, &outs);  // raises here, at the call
   if (!plan || outs.size() != 1 || !outs[0].defined() || outs[0].numel() == 0) return false;
@@ -419,17 +466,16 @@ bool hold_for_fusion(const c10::OperatorHandle& op, const OpInfo&, c10::DeviceIn
     if (is_neuron(v)) h.keys.push_back(key_of(v.toTensor()));
   std::vector<TensorKey> reads = h.keys;
   h.keys.push_back(key_of(out));
-  const c10::Stream stream = current_stream(device);
   if (reduction) {
     if (conflicts(ch, reads, h.keys.back())) return false;  // (the router flushes, then runs it alone)
   } else if (!ch.calls.empty() &&
-             (ch.closed || ch.stream != stream || out.sizes() != c10::IntArrayRef(ch.shape) ||
-              !depends_on(ch, reads) || conflicts(ch, reads, h.keys.back()))) {
+             (ch.stream != stream || out.sizes() != c10::IntArrayRef(ch.shape) || !depends_on(ch, reads) ||
+              reads_a_dropped_row(ch, reads) || conflicts(ch, reads, h.keys.back()))) {
     flush_locked(ch, device);
   }
   if (ch.calls.empty()) {
     ch.stream = stream;
-    ch.shape = out.sizes().vec();
+    ch.shape = (reduction ? *reduced : out).sizes().vec();
   }
   h.op = &e;
   h.schema = &schema;
@@ -464,9 +510,6 @@ bool hold_for_fusion(const c10::OperatorHandle& op, const OpInfo&, c10::DeviceIn
   ch.calls.push_back(std::move(h));
   ++g_pending;
   ++stats().held;
-  // (a chain a reduction ended runs at the next flush, when the caller has
-  // let go of the intermediate results it no longer holds)
-  ch.closed = reduction;
   if (ch.calls.size() >= kMaxHeld) flush_locked(ch, device);
   torch::jit::drop(*stack, num_args);
   stack->emplace_back(std::move(outs[0]));

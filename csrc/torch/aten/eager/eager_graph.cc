@@ -544,10 +544,15 @@ std::optional<EagerGraph> fused_graph(const std::vector<HeldCall>& calls, c10::I
     *why = "no result is used";
     return std::nullopt;
   }
-  // A trailing reduction over the chain's shape: the geometry reduces its
-  // dims; pointwise results still held are stored from inside its loop.
-  const HeldCall& last = calls.back();
-  const bool reduction = last.op->family == EagerOp::Family::Reduction;
+  // Reductions over the chain's shape, all over the same dims: the geometry
+  // reduces those dims, a later call reads a reduction's value broadcast
+  // along them, and pointwise results still held are stored from inside
+  // the loops.
+  auto is_reduction = [&](size_t c) { return calls[c].op->family == EagerOp::Family::Reduction; };
+  int first_reduction = -1;
+  for (size_t c = 0; c < calls.size() && first_reduction < 0; ++c)
+    if (is_reduction(c)) first_reduction = static_cast<int>(c);
+  const bool reduction = first_reduction >= 0;
   std::vector<bool> reduced;
   if (reduction) {
     // Stored values beside the reduction going to memory the kernel does
@@ -564,13 +569,21 @@ std::optional<EagerGraph> fused_graph(const std::vector<HeldCall>& calls, c10::I
           *why = "a stored value beside the reduction would compute " + calls[c].op->name + " twice";
           return std::nullopt;
         }
-    reduced = reduced_dims(*last.op, last.args, static_cast<int64_t>(shape.size()));
+    const auto rank = static_cast<int64_t>(shape.size());
+    reduced = reduced_dims(*calls[first_reduction].op, calls[first_reduction].args, rank);
+    for (size_t c = first_reduction + 1; c < calls.size(); ++c)
+      if (is_reduction(c) && reduced_dims(*calls[c].op, calls[c].args, rank) != reduced) {
+        *why = "the chain's reductions reduce different dims";
+        return std::nullopt;
+      }
   }
   std::vector<std::vector<int64_t>> strides;
-  for (const at::Tensor* t : stored) {
-    if (reduction && t == &last.out) {
-      const bool keepdim = last.op->keepdim_arg >= 0 && last.args[last.op->keepdim_arg].toBool();
-      strides.push_back(output_strides_along_input(last.out, reduced, keepdim));
+  for (size_t k = 0; k < stored.size(); ++k) {
+    const at::Tensor* t = stored[k];
+    const HeldCall& call = calls[stored_sources[k].first];
+    if (is_reduction(stored_sources[k].first)) {
+      const bool keepdim = call.op->keepdim_arg >= 0 && call.args[call.op->keepdim_arg].toBool();
+      strides.push_back(output_strides_along_input(call.out, reduced, keepdim));
     } else {
       strides.push_back(broadcast_strides(shape.vec(), t->sizes().data(), t->strides().data(), t->dim()));
     }
@@ -622,7 +635,7 @@ std::optional<EagerGraph> fused_graph(const std::vector<HeldCall>& calls, c10::I
   for (size_t k = 0; k < stored.size(); ++k) {
     const std::string& ref = values[find_key(value_keys, stored_keys[k])];  // {"ref":"name"}
     stores.push_back({ref.substr(8, ref.size() - 10), stored_names[k]});
-    const bool reduced_value = reduction && stored[k] == &last.out;
+    const bool reduced_value = is_reduction(stored_sources[k].first);
     metas.push_back(b.value_meta(stored[k]->scalar_type(), reduced_value ? ValueShape::Row : ValueShape::Full));
   }
   EagerGraph graph;

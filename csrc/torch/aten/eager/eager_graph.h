@@ -37,8 +37,9 @@ std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSche
                                       c10::ArrayRef<c10::IValue> args, const std::vector<at::Tensor>& outs,
                                       std::string* why);
 
-// Pointwise calls held for fusion, in order, as one graph over their common
-// result shape `shape`: a call reading an earlier call's result reads its
+// Calls held for fusion, in order, as one graph over their common shape
+// `shape` (pointwise calls' results', reductions' inputs'; reductions all
+// over the same dims): a call reading an earlier call's result reads its
 // value, not memory; the last value of each result with `store` set is
 // written. nullopt (with `why`) when a call cannot be written so.
 std::optional<EagerGraph> fused_graph(const std::vector<HeldCall>& calls, c10::IntArrayRef shape,
