@@ -355,7 +355,11 @@ void store_values_read_from(const std::vector<Held>& held, std::vector<HeldCall>
 // Runs calls [begin, end) as one kernel where the compiler can; else cut
 // after the first reduction with calls after it, each piece run the same
 // way; a piece ending in a reduction it cannot fuse runs that reduction
-// apart, after its pointwise calls.
+// apart, after its pointwise calls. (Softmax as 5 ops, whose exp the last
+// pass would compute again: amax | sub, exp, sum storing exp | div. Cut
+// after the sum instead, exp would be stored from an epilogue pass that
+// computes it again: the compiler writes only stores needing no reduction
+// from a reduction's loop.)
 void run_piece(const std::vector<Held>& held, std::vector<HeldCall>& calls, size_t begin, size_t end,
                c10::DeviceIndex device) {
   auto slice = [&](size_t b, size_t e) { return std::vector<HeldCall>(calls.begin() + b, calls.begin() + e); };
