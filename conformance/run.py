@@ -195,24 +195,32 @@ class Runner:
                  str(index), cfg_path],
                 cwd=ROOT, env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             current, started_at, killed = None, None, None
-            while True:
-                rc = proc.poll()
-                offset, events = self._read(results_path, offset)
-                for ev in events:
-                    if ev["event"] == "start":
-                        current, started_at = ev["index"], time.monotonic()
-                    else:
-                        self._finished(ev)
-                        current = None
-                if rc is not None:
-                    break
-                if current is not None and time.monotonic() - started_at > self.hard_timeout:
-                    killed = f"timed out: killed after {self.hard_timeout:.0f} s"
+            try:
+                while True:
+                    rc = proc.poll()
+                    offset, events = self._read(results_path, offset)
+                    for ev in events:
+                        if ev["event"] == "start":
+                            current, started_at = ev["index"], time.monotonic()
+                        else:
+                            self._finished(ev)
+                            current = None
+                    if rc is not None:
+                        break
+                    if current is not None and time.monotonic() - started_at > self.hard_timeout:
+                        killed = f"timed out: killed after {self.hard_timeout:.0f} s"
+                        os.killpg(proc.pid, signal.SIGKILL)
+                        proc.wait()
+                        continue
+                    self._progress(current)
+                    time.sleep(0.2)
+            finally:
+                # The worker runs in a session of its own, which its
+                # crashes and timeouts kill: when this process is stopped
+                # (Ctrl-C, SIGTERM from a timeout), the worker goes too.
+                if proc.poll() is None:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
-                    continue
-                self._progress(current)
-                time.sleep(0.2)
             log.close()
             offset, events = self._read(results_path, offset)
             for ev in events:
@@ -798,6 +806,8 @@ def git_rev():
 
 
 def main(argv=None):
+    # SIGTERM (a timeout) unwinds like Ctrl-C, so the running worker is stopped.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     args = parse_args(argv)
     if args.compile + args.fallback + args.cuda_dtypes + args.protected + args.vulkan > 1:
         sys.exit("--compile, --fallback, --cuda-dtypes, --protected and --vulkan are separate runs")
