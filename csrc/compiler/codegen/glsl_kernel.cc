@@ -487,11 +487,10 @@ class GlslKernelWriter {
     return t == "bool" ? "uint" : t;
   }
 
-  // One pass over the row for every reduction of `batch`. Float sums are
-  // compensated (Kahan) within each invocation's share; the shares meet in
-  // a tree, which keeps the error of the combination small too.
   // One pass over the row accumulating every reduction of `batch`, and
-  // writing `stores` (stores_for_the_first_pass) from the same values.
+  // writing `stores` (stores_for_the_first_pass) from the same values. Float
+  // sums are compensated (Kahan) within each invocation's share; the shares
+  // meet in a tree, which keeps the error of the combination small too.
   void write_reduce_pass(const std::vector<Node*>& batch, const std::vector<Expr>& row,
                          const std::vector<Node*>& stores) {
     for (Node* r : batch) {

@@ -598,10 +598,17 @@ class Lowerer {
     return n;
   }
 
+  // A constant of `shape` whose value is the symbolic `count`, evaluated by
+  // the kernel.
+  Node* count_constant(const Expr& count, DType dtype, const std::vector<Expr>& shape) {
+    Node* c = constant(0, true, dtype, shape);
+    c->view_args = {count};
+    return c;
+  }
+
   // `value / count` for a symbolic count, in dtype `dt`.
   Node* divide_by_count(Node* value, const Expr& count, DType dt) {
-    Node* c = constant(0, true, compute_dtype(dt), value->shape);
-    c->view_args = {count};  // symbolic value: the kernel evaluates it
+    Node* c = count_constant(count, compute_dtype(dt), value->shape);
     Node* n = g_.add(NodeKind::Pointwise, "div");
     n->inputs = {value, c};
     n->dtype = dt;
@@ -751,9 +758,7 @@ class Lowerer {
     Node* x_hat = binary("mul", binary("sub", cast(x, ct), cast(mean, ct)), cast(rstd, ct));
     Node* grad_x_hat = weight ? binary("mul", gs, cast(weight, ct)) : gs;
     Expr n = reduced_count(x, inner);
-    Node* n_times = constant(0, true, ct, x->shape);
-    n_times->view_args = {n};  // symbolic value: the kernel evaluates it
-    Node* a = binary("mul", grad_x_hat, n_times);
+    Node* a = binary("mul", grad_x_hat, count_constant(n, ct, x->shape));
     Node* b = reduce("sum", grad_x_hat, inner, ct, ct, true);
     Node* c2 = reduce("sum", binary("mul", grad_x_hat, x_hat), inner, ct, ct, true);
     Node* within = binary("sub", binary("sub", a, b), binary("mul", x_hat, c2));

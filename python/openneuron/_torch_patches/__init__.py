@@ -64,7 +64,6 @@ def replace(owner, name, make_replacement):
     setattr(owner, name, replacement)
 
 
-
 @contextlib.contextmanager
 def gc_paused():
     """The cyclic garbage collector off for a block that makes tens of

@@ -240,7 +240,6 @@ c10::IntArrayRef chain_shape(const HeldCall& first) {
   return reduced_tensor(first.args)->sizes();
 }
 
-
 // A chain seen before: the same calls, on tensors of the same dtypes,
 // sizes, strides and aliasing, with the same numbers, storing the same
 // results, make the same graph. Its plan keeps the graph's kernel (or that
