@@ -24,6 +24,10 @@ struct Config {
   // has them, as on GPUs without them (many integrated and mobile ones):
   // float64 ops then run elsewhere, never in float32. To test that path.
   bool vulkan_fp64 = true;
+  // OPENNEURON_VULKAN_TILED_KERNELS=0: the library's shared-memory tiled
+  // kernels (DeviceProperties::tiled_kernels) off, on devices whose limits
+  // allow them (-1 when unset: on there). To test the kernels they replace.
+  int vulkan_tiled_kernels = -1;
   // Where the Vulkan driver keeps its VkPipelineCache: beside the kernel
   // cache (OPENNEURON_COMPILE_CACHE_DIR); empty when caching is off
   // (OPENNEURON_COMPILE_CACHE=0).

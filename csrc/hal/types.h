@@ -52,6 +52,9 @@ struct DeviceProperties {
   int subgroup_size = 1;            // lanes that run in lockstep (1: a CPU)
   int64_t max_workgroups = INT32_MAX;  // per dispatch, along x
   size_t shared_memory_bytes = 0;   // per workgroup
+  // The library's kernels that stage tiles in shared memory behind
+  // workgroup barriers run here (the device's limits allow them).
+  bool tiled_kernels = false;
   // Loop trips one kernel invocation may run in all before the device stops
   // it (0: no limit). Mesa's lavapipe silently ends an invocation after
   // 65535: kernels that loop along a dim are not launched past it.

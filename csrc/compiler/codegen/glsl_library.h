@@ -8,11 +8,9 @@
 namespace openneuron::compiler {
 
 // Entries (each opening with its "//@entry" line, after the prelude):
-// gemm_f32, gemm_f64 -- C[b] = alpha A[b] B[b] + beta X[b], any strides;
-// buffers A, B, C, X; scalars batch, m, n, k, the (b, m/k, k/n) strides of
-// A, B, C, X, then alpha and beta as the bits of doubles. Each invocation
-// computes a 4x4 block of C. Without `fp64` (a device without float64
-// shaders) the float64 entries ("_f64") are left out.
+// the matrix products (glsl_gemm.h), the indexing, scan, loss and random
+// kernels below. Without `fp64` (a device without float64 shaders) the
+// float64 entries ("_f64") are left out.
 std::string glsl_library_source(bool fp64);
 
 // The indexing, scan and loss kernels (glsl_library_indexing.cc): the C++

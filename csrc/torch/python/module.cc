@@ -129,6 +129,7 @@ py::dict device_properties(int device) {
   d["native_bf16"] = p.native_bf16;
   d["subgroup_size"] = p.subgroup_size;
   d["shared_memory_bytes"] = p.shared_memory_bytes;
+  d["tiled_kernels"] = p.tiled_kernels;
   return d;
 }
 
@@ -264,7 +265,8 @@ PYBIND11_MODULE(_C, m) {
     return d;
   });
   m.def("_compiled_kernel", &compiled_kernel);
-  m.def("_launch_compiled_kernel", &launch_compiled_kernel);
+  m.def("_launch_compiled_kernel", &launch_compiled_kernel, py::arg("kernel"), py::arg("buffers"), py::arg("symbols"),
+        py::arg("workgroups") = 0);
   m.def("_empty_compiled_buffer", [](std::vector<int64_t> size, std::vector<int64_t> stride,
                                      at::ScalarType dtype, int64_t device) {
     return empty_compiled_buffer(size, stride, dtype, device);

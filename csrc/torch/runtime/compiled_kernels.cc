@@ -83,7 +83,7 @@ int64_t compiled_kernel(const std::string& path, const std::string& entry, int64
 }
 
 void launch_compiled_kernel(int64_t kernel, const std::vector<at::Tensor>& buffers,
-                            const std::vector<int64_t>& symbols) {
+                            const std::vector<int64_t>& symbols, int64_t workgroups) {
   const Kernel* entry;
   {
     Registry& r = registry();
@@ -114,7 +114,7 @@ void launch_compiled_kernel(int64_t kernel, const std::vector<at::Tensor>& buffe
   try {
     hal::Queue& queue = current_queue(k.device);
     DeviceActivity activity(&queue, k.device, k.label.c_str(), DeviceActivityKind::Kernel);
-    queue.dispatch(*k.executable, k.entry, addresses, symbols, hal::Grid{launch_workgroups(k.grid, buffers), 1, 1});
+    queue.dispatch(*k.executable, k.entry, addresses, symbols, hal::Grid{workgroups > 0 ? workgroups : launch_workgroups(k.grid, buffers), 1, 1});
   } catch (const hal::Error& e) {
     TORCH_CHECK(false, "compiled kernel ", k.name, ": ", e.what());
   }

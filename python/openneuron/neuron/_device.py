@@ -125,6 +125,8 @@ class NeuronDeviceProperties:
     native_bf16: bool = False
     warp_size: int = 1
     shared_memory_per_block: int = 0
+    # The library's shared-memory tiled kernels run here (a GPU).
+    tiled_kernels: bool = False
     major: int = 1
     minor: int = 0
 
@@ -147,6 +149,7 @@ def get_device_properties(device=None) -> NeuronDeviceProperties:
         native_bf16=p["native_bf16"],
         warp_size=p["subgroup_size"],
         shared_memory_per_block=p["shared_memory_bytes"],
+        tiled_kernels=p["tiled_kernels"],
     )
 
 

@@ -264,6 +264,12 @@ void VulkanDevice::read_properties(int index) {
   for (int axis = 0; axis < 3; ++axis) max_workgroups_[axis] = limits.maxComputeWorkGroupCount[axis];
   p.max_workgroups = limits.maxComputeWorkGroupCount[0];
   if (driver.driverID == VK_DRIVER_ID_MESA_LLVMPIPE) p.max_loop_trips = 65535;
+  // The tiled kernels take 256 invocations and 17 KiB of shared memory per
+  // workgroup (more than Vulkan's minimum limits).
+  const bool tiles_fit = limits.maxComputeWorkGroupInvocations >= 256 && limits.maxComputeWorkGroupSize[0] >= 256 &&
+                         p.shared_memory_bytes >= 17 * 1024;
+  const int tiled = config().vulkan_tiled_kernels;
+  p.tiled_kernels = tiles_fit && tiled != 0;
   std::memcpy(pipeline_cache_uuid_, props.properties.pipelineCacheUUID, VK_UUID_SIZE);
 }
 

@@ -3,6 +3,7 @@
 #include <c10/core/TensorImpl.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 #include <map>
@@ -10,6 +11,7 @@
 #include <set>
 #include <utility>
 
+#include "compiler/codegen/gemm_launch.h"
 #include "compiler/compile.h"
 #include "compiler/ir/json.h"
 #include "hal/driver.h"
@@ -114,9 +116,7 @@ bool gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, const
   if (a.scalar_type() != dtype || b.scalar_type() != dtype || (beta != 0 && x.scalar_type() != dtype)) return false;
   // A device without float64 kernels runs float64 products on the CPU (never narrowed).
   if (dtype == at::kDouble && !hal::driver().properties(device).native_fp64) return false;
-  const int64_t kernel = library_kernel(device, dtype == at::kFloat ? "gemm_f32" : "gemm_f64");
-  if (kernel < 0) return false;
-  if (out.numel() == 0) return true;
+  if (out.numel() == 0) return library_kernel(device, dtype == at::kFloat ? "gemm_f32" : "gemm_f64") >= 0;
   const bool batched = out.dim() == 3;
   // Strides (b, m, k) of each operand; 0 for the batch of 2-d products.
   auto strides3 = [&](const at::Tensor& t) {
@@ -130,7 +130,23 @@ bool gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, const
   const int64_t m = out.size(-2), n = out.size(-1), k = a.size(-1);
   std::vector<int64_t> scalars = {batch, m, n, k, sa[0], sa[1], sa[2], sb[0], sb[1], sb[2],
                                   sc[0], sc[1], sc[2], sx[0], sx[1], sx[2], double_bits(alpha), double_bits(beta)};
-  launch_compiled_kernel(kernel, {a, b, out, beta == 0 ? out : x}, scalars);
+  // The GLSL library picks its kernel and grid from the device and the
+  // shape (a GPU's tiled kernels); the C++ library has one gemm.
+  const hal::DeviceProperties& props = hal::driver().properties(device);
+  compiler::GemmLaunch launch{"gemm", 0};
+  if (props.kernel_target != "cpp") {
+    compiler::GemmShape shape{batch, m, n, k, 0};
+    auto last = [](int64_t rows, int64_t cols, int64_t s_row, int64_t s_col) {
+      return (rows - 1) * s_row + (cols - 1) * s_col;
+    };
+    shape.largest_offset = std::max({last(m, k, sa[1], sa[2]), last(k, n, sb[1], sb[2]), last(m, n, sc[1], sc[2]),
+                                      beta == 0 ? 0 : last(m, n, sx[1], sx[2])});
+    launch = compiler::gemm_launch(shape, dtype == at::kFloat, props.tiled_kernels, props.compute_units,
+                                   props.max_workgroups);
+  }
+  const int64_t kernel = library_kernel(device, launch.entry + (dtype == at::kFloat ? "_f32" : "_f64"));
+  if (kernel < 0) return false;
+  launch_compiled_kernel(kernel, {a, b, out, beta == 0 ? out : x}, scalars, launch.workgroups);
   return true;
 }
 

@@ -1,0 +1,28 @@
+// Which GLSL gemm entry (glsl_gemm.h) runs a product, and its grid: kept
+// apart from the GLSL sources, which build only with Vulkan.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace openneuron::compiler {
+
+struct GemmShape {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  // The largest element offset within one matrix of any operand (its last
+  // element's, strides included): the tiled kernels index in 32 bits.
+  int64_t largest_offset = 0;
+};
+
+struct GemmLaunch {
+  std::string entry;     // without the dtype suffix: "gemm", "gemm_t128", "gemm_t64"
+  int64_t workgroups;    // along x
+};
+
+// Which entry runs a float32 product on a device, and its grid. `tiled`:
+// the device runs the tiled kernels (DeviceProperties::tiled_kernels); `compute_units` and `max_workgroups`
+// from the device's properties. Other dtypes take "gemm".
+GemmLaunch gemm_launch(const GemmShape& shape, bool float32, bool tiled, int compute_units,
+                       int64_t max_workgroups);
+
+}  // namespace openneuron::compiler

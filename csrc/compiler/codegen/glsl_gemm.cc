@@ -1,0 +1,179 @@
+#include "compiler/codegen/glsl_gemm.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "compiler/codegen/glsl_kernel.h"
+
+namespace openneuron::compiler {
+namespace {
+
+std::string n(int64_t v) { return std::to_string(v); }
+
+// `s` with each key replaced by its value.
+std::string substituted(std::string s, std::initializer_list<std::pair<std::string, std::string>> keys) {
+  for (const auto& [key, value] : keys)
+    for (size_t at = s.find(key); at != std::string::npos; at = s.find(key, at + value.size()))
+      s.replace(at, key.size(), value);
+  return s;
+}
+
+// The arguments every gemm entry reads (glsl_gemm.h).
+const char* const kGemmArguments = R"GLSL(
+  const uint64_t a = on_args.b[0], bm = on_args.b[1], c = on_args.b[2], x = on_args.b[3];
+  const int64_t batch = on_args.s[0], m = on_args.s[1], n = on_args.s[2], k = on_args.s[3];
+  const int64_t a_b = on_args.s[4], a_m = on_args.s[5], a_k = on_args.s[6];
+  const int64_t b_b = on_args.s[7], b_k = on_args.s[8], b_n = on_args.s[9];
+  const int64_t c_b = on_args.s[10], c_m = on_args.s[11], c_n = on_args.s[12];
+  const int64_t x_b = on_args.s[13], x_m = on_args.s[14], x_n = on_args.s[15];
+  const bool use_x = on_args.s[17] != 0L;  // beta == 0 ignores X entirely (its NaNs too), as in BLAS
+)GLSL";
+
+// gemm_<suffix> over elements of GLSL type `t`. Each invocation computes a
+// 4x4 block of C in registers from global memory (no shared memory and no
+// barriers). k advances four steps per loop trip (lavapipe allows an
+// invocation 65535 loop trips in all).
+std::string direct_gemm(const std::string& t, const std::string& suffix) {
+  const std::string size = t == "double" ? "8" : "4", ref = "OnRef_" + t;
+  auto text = [&](const std::string& s) { return substituted(s, {{"$T", t}, {"$R", ref}, {"$S", size}}); };
+  std::string k = glsl_entry_preamble("gemm_" + suffix, 4, 18, 64, {t});
+  k += "void main() {" + std::string(kGemmArguments);
+  k += text(R"GLSL(  const $T alpha = $T(on_double_bits(on_args.s[16])), beta = $T(on_double_bits(on_args.s[17]));
+  const uint64_t S = $Sul, da = uint64_t(a_k) * S, db = uint64_t(b_k) * S;
+  const int64_t tm = (m + 3L) / 4L, tn = (n + 3L) / 4L, tiles = batch * tm * tn;
+  const int64_t step = int64_t(gl_NumWorkGroups.x) * 64L;
+  for (int64_t t = int64_t(gl_GlobalInvocationID.x); t < tiles; t += step) {
+    const int64_t bi = t / (tm * tn), rest = t - bi * (tm * tn);
+    const int64_t i0 = (rest / tn) * 4L, j0 = (rest - (rest / tn) * tn) * 4L;
+)GLSL");
+  // Rows and columns past the edge read the last one (loads stay in range;
+  // their results are not stored).
+  for (int q = 0; q < 4; ++q) {
+    const std::string i = n(q);
+    k += "    uint64_t pa" + i + " = a + uint64_t(bi * a_b + min(i0 + " + i + "L, m - 1L) * a_m) * S;\n";
+    k += "    uint64_t pb" + i + " = bm + uint64_t(bi * b_b + min(j0 + " + i + "L, n - 1L) * b_n) * S;\n";
+  }
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) k += text("    $T c") + n(i) + n(j) + text(" = $T(0);\n");
+  std::string step = "      {\n";
+  for (int q = 0; q < 4; ++q) {
+    const std::string i = n(q);
+    step += text("        const $T a") + i + text(" = $R(pa") + i + ").v; pa" + i + " += da;\n";
+    step += text("        const $T b") + i + text(" = $R(pb") + i + ").v; pb" + i + " += db;\n";
+  }
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) step += "        c" + n(i) + n(j) + " += a" + n(i) + " * b" + n(j) + ";\n";
+  step += "      }\n";
+  k += "    int64_t p = 0L;\n    for (; p + 4L <= k; p += 4L) {\n" + step + step + step + step + "    }\n";
+  k += "    for (; p < k; ++p) {\n" + step + "    }\n";
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      const std::string r = "i0 + " + n(i) + "L", q = "j0 + " + n(j) + "L";
+      k += "    if (" + r + " < m && " + q + " < n) " + text("$R(c + uint64_t(bi * c_b + (") + r + ") * c_m + (" +
+           q + ") * c_n) * S).v = " + text("(use_x ? beta * $R(x + uint64_t(bi * x_b + (") + r + ") * x_m + (" +
+           q + ") * x_n) * S).v : " + text("$T(0)) + alpha * c") + n(i) + n(j) + ";\n";
+    }
+  k += "  }\n}\n";
+  return k;
+}
+
+// gemm_t<tile>_f32: a workgroup of 256 invocations (16 x 16) computes one
+// tile x tile block of C at a time. Each 16-deep slice of A and B goes
+// through shared memory, loaded along the operand's contiguous dim (rows of
+// a row-major A, columns of a transposed one) so neighbouring invocations
+// read neighbouring addresses; the next slice is read into registers while
+// this one is multiplied. Invocation (tx, ty) owns rows 64g + 4ty + r and
+// columns 64h + 4tx + c (g, h < tile / 64; r, c < 4): its reads of shared
+// memory are whole vec4s, and the 16 invocations of a row read 16
+// consecutive vec4s. Shared rows are padded by one vec4 against bank
+// conflicts on the stores.
+std::string tiled_gemm(int tile) {
+  const int per = tile / 16;           // rows (and columns) per invocation
+  const int groups = per / 4;          // vec4 groups of them
+  const int loads = tile * 16 / 256;   // elements of each operand per invocation per slice
+  std::string k = glsl_entry_preamble("gemm_t" + n(tile) + "_f32", 4, 18, 256, {});
+  k += "layout(buffer_reference, std430, buffer_reference_align = 4) buffer OnGemmFloats { float v[]; };\n";
+  k += "shared vec4 on_as[16][" + n(tile / 4 + 1) + "];\nshared vec4 on_bs[16][" + n(tile / 4 + 1) + "];\n";
+  k += "void main() {" + std::string(kGemmArguments);
+  k += substituted(R"GLSL(  const float alpha = on_double_bits(on_args.s[16]), beta = on_double_bits(on_args.s[17]);
+  const int lid = int(gl_LocalInvocationID.x), tx = lid % 16, ty = lid / 16;
+  const int64_t tm = (m + $TL - 1L) / $TL, tn = (n + $TL - 1L) / $TL, tiles = batch * tm * tn;
+  // 32-bit offsets within a matrix (the launch checked they fit).
+  const int sa_m = int(a_m), sa_k = int(a_k), sb_k = int(b_k), sb_n = int(b_n);
+  const int sc_m = int(c_m), sc_n = int(c_n), sx_m = int(x_m), sx_n = int(x_n);
+  const int mi = int(m), ni = int(n), ki = int(k);
+  // What this invocation loads of each slice: element q sits at row
+  // ra + q * dra, depth ka + q * dka of A's tile (likewise for B).
+  const bool a_rows = a_k == 1L, b_rows = b_n == 1L;
+  const int ra = a_rows ? lid / 16 : lid % $T, ka = a_rows ? lid % 16 : lid / $T;
+  const int dra = a_rows ? 16 : 0, dka = a_rows ? 0 : 256 / $T;
+  const int rb = b_rows ? lid % $T : lid / 16, kb = b_rows ? lid / $T : lid % 16;
+  const int drb = b_rows ? 0 : 16, dkb = b_rows ? 256 / $T : 0;
+  for (int64_t t = int64_t(gl_WorkGroupID.x); t < tiles; t += int64_t(gl_NumWorkGroups.x)) {
+    const int64_t bi = t / (tm * tn), rest = t - bi * (tm * tn);
+    const int i0 = int(rest / tn) * $T, j0 = int(rest - (rest / tn) * tn) * $T;
+    OnGemmFloats A = OnGemmFloats(a + uint64_t(bi * a_b) * 4ul), B = OnGemmFloats(bm + uint64_t(bi * b_b) * 4ul);
+    OnGemmFloats C = OnGemmFloats(c + uint64_t(bi * c_b) * 4ul), X = OnGemmFloats(x + uint64_t(bi * x_b) * 4ul);
+)GLSL", {{"$TL", n(tile) + "L"}, {"$T", n(tile)}});
+  // Rows and columns past the edge load the last one (never stored);
+  // depths past k load zero.
+  for (int q = 0; q < loads; ++q) {
+    const std::string s = n(q);
+    k += "    const int oa" + s + " = min(i0 + ra + " + s + " * dra, mi - 1) * sa_m, ka" + s + " = ka + " + s +
+         " * dka;\n";
+    k += "    const int ob" + s + " = min(j0 + rb + " + s + " * drb, ni - 1) * sb_n, kb" + s + " = kb + " + s +
+         " * dkb;\n";
+    k += "    float la" + s + " = ka" + s + " < ki ? A.v[oa" + s + " + ka" + s + " * sa_k] : 0.0;\n";
+    k += "    float lb" + s + " = kb" + s + " < ki ? B.v[ob" + s + " + kb" + s + " * sb_k] : 0.0;\n";
+  }
+  for (int r = 0; r < per; ++r)
+    for (int h = 0; h < groups; ++h) k += "    vec4 c" + n(r) + "_" + n(h) + " = vec4(0.0);\n";
+  k += "    for (int k0 = 0; k0 < ki; k0 += 16) {\n      barrier();  // every invocation is done with the last slice\n";
+  for (int q = 0; q < loads; ++q) {
+    const std::string s = n(q);
+    k += "      { const int r = ra + " + s + " * dra; on_as[ka" + s + "][r >> 2][r & 3] = la" + s + "; }\n";
+    k += "      { const int r = rb + " + s + " * drb; on_bs[kb" + s + "][r >> 2][r & 3] = lb" + s + "; }\n";
+  }
+  k += "      barrier();\n      if (k0 + 16 < ki) {\n";
+  for (int q = 0; q < loads; ++q) {
+    const std::string s = n(q);
+    k += "        la" + s + " = k0 + 16 + ka" + s + " < ki ? A.v[oa" + s + " + (k0 + 16 + ka" + s + ") * sa_k] : 0.0;\n";
+    k += "        lb" + s + " = k0 + 16 + kb" + s + " < ki ? B.v[ob" + s + " + (k0 + 16 + kb" + s + ") * sb_k] : 0.0;\n";
+  }
+  k += "      }\n";
+  for (int d = 0; d < 16; ++d) {
+    const std::string s = n(d);
+    k += "      {\n";
+    for (int g = 0; g < groups; ++g)
+      k += "        const vec4 a" + n(g) + " = on_as[" + s + "][" + n(g * 16) + " + ty];\n";
+    for (int h = 0; h < groups; ++h)
+      k += "        const vec4 b" + n(h) + " = on_bs[" + s + "][" + n(h * 16) + " + tx];\n";
+    for (int r = 0; r < per; ++r)
+      for (int h = 0; h < groups; ++h)
+        k += "        c" + n(r) + "_" + n(h) + " += a" + n(r / 4) + "[" + n(r % 4) + "] * b" + n(h) + ";\n";
+    k += "      }\n";
+  }
+  k += "    }\n";
+  for (int r = 0; r < per; ++r) {
+    const std::string row = "i0 + " + n(64 * (r / 4) + r % 4) + " + 4 * ty";
+    k += "    if (" + row + " < mi) {\n      const int i = " + row + ";\n";
+    for (int h = 0; h < groups; ++h)
+      for (int c = 0; c < 4; ++c) {
+        const std::string col = "j0 + " + n(64 * h + c) + " + 4 * tx";
+        k += "      if (" + col + " < ni) C.v[i * sc_m + (" + col + ") * sc_n] = (use_x ? beta * X.v[i * sx_m + (" +
+             col + ") * sx_n] : 0.0) + alpha * c" + n(r) + "_" + n(h) + "[" + n(c) + "];\n";
+      }
+    k += "    }\n";
+  }
+  k += "  }\n}\n";
+  return k;
+}
+
+}  // namespace
+
+std::string glsl_gemm_entries() {
+  return direct_gemm("float", "f32") + direct_gemm("double", "f64") + tiled_gemm(128) + tiled_gemm(64);
+}
+
+}  // namespace openneuron::compiler

@@ -1,0 +1,24 @@
+// The GLSL library's matrix products: C[b] = alpha A[b] B[b] + beta X[b]
+// over any strides (transposed operands are read in place, never copied).
+// All entries take the same arguments: buffers A, B, C, X; scalars batch,
+// m, n, k, the (b, m/k, k/n) strides of A, B, C, X in elements, then alpha
+// and beta as the bits of doubles (beta == 0 ignores X, NaNs included).
+//
+//   gemm_f32, gemm_f64    one invocation per 4x4 block of C, straight from
+//                         global memory: no shared memory, no barriers
+//                         (float64, thin products, devices whose limits
+//                         refuse the tiled kernels).
+//   gemm_t128_f32,        256 invocations per 128x128
+//   gemm_t64_f32          (64x64) tile of C, staging 16-deep slices of A and
+//                         B in shared memory, each invocation accumulating
+//                         8x8 (4x4) results in registers. Offsets within one
+//                         matrix must fit 31 bits (gemm_launch.h checks).
+#pragma once
+
+#include <string>
+
+namespace openneuron::compiler {
+
+std::string glsl_gemm_entries();
+
+}  // namespace openneuron::compiler
