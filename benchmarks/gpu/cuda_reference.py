@@ -65,6 +65,8 @@ def measure(quick, repeats):
     matmul(tokens, 2304, 768, True, f"{tokens}x768 @ W[2304,768]^T (qkv)")
     matmul(tokens, 3072, 768, True, f"{tokens}x768 @ W[3072,768]^T (mlp up)")
     matmul(tokens, 768, 3072, True, f"{tokens}x3072 @ W[768,3072]^T (mlp down)")
+    matmul(1, 2304, 768, True, "1x768 @ W[2304,768]^T (decode qkv)")
+    matmul(1, 768, 3072, True, "1x3072 @ W[768,3072]^T (decode mlp down)")
     if not quick:
         matmul(8192, 8192, 8192, False, "8192^3", torch.bfloat16)
     return {"device": {"name": torch.cuda.get_device_name(), "torch": torch.__version__}, "results": results}

@@ -138,8 +138,12 @@ class Bench {
     if (props_.kernel_target == "cpp") launch.workgroups = std::max(1u, std::thread::hardware_concurrency());
     const int entry = library_->entry(launch.entry + "_f32");
     const int64_t b_k = b_transposed ? 1 : n, b_n = b_transposed ? k : 1;
-    const std::vector<int64_t> scalars = {1, m, n, k, 0, k, 1, 0, b_k, b_n, 0, n, 1, 0, n, 1, double_bits(1.0), 0};
-    const on::hal::DeviceAddress bindings[] = {a.get(), b.get(), c.get(), c.get()};
+    std::vector<int64_t> scalars = {1, m, n, k, 0, k, 1, 0, b_k, b_n, 0, n, 1, 0, n, 1, double_bits(1.0), 0};
+    on::hal::DeviceAddress bindings[] = {a.get(), b.get(), c.get(), c.get()};
+    if (launch.swap_operands) {
+      scalars = on::compiler::swapped_gemm_scalars(scalars);
+      std::swap(bindings[0], bindings[1]);
+    }
     const double flops = 2.0 * m * n * k;
     const int reps = std::max(1, static_cast<int>(std::min(50.0, (o_.quick ? 2e9 : 2e12) / flops)));
     const double s = best_seconds([&] {
@@ -169,6 +173,9 @@ class Bench {
     matmul(tokens, 2304, 768, true, t + "x768 @ W[2304,768]^T (qkv)");
     matmul(tokens, 3072, 768, true, t + "x768 @ W[3072,768]^T (mlp up)");
     matmul(tokens, 768, 3072, true, t + "x3072 @ W[768,3072]^T (mlp down)");
+    // The same at one token (a decode step at batch 1).
+    matmul(1, 2304, 768, true, "1x768 @ W[2304,768]^T (decode qkv)");
+    matmul(1, 768, 3072, true, "1x3072 @ W[768,3072]^T (decode mlp down)");
   }
 
   void report() const {

@@ -12,7 +12,7 @@ VULKAN = {"OPENNEURON_DRIVER": "vulkan", "OPENNEURON_CPU_FALLBACK": "error", "OP
 TILED = dict(VULKAN, OPENNEURON_VULKAN_TILED_KERNELS="1")
 
 
-@pytest.mark.parametrize("tiled,kernels", [("1", "gemm_t128_f32 gemm_t64_f32"), ("0", "gemm_f32")])
+@pytest.mark.parametrize("tiled,kernels", [("1", "gemm_t128_f32 gemm_t64_f32 gemm_rows_f32"), ("0", "gemm_f32")])
 def test_matmuls_match_cpu_in_float64(tiled, kernels):
     code = """
     import torch
@@ -25,8 +25,10 @@ def test_matmuls_match_cpu_in_float64(tiled, kernels):
         got = f(*[a.to(d) for a in args]).cpu()
         torch.testing.assert_close(got, want.float(), rtol=2e-5, atol=2e-5, msg=name)
     with profile() as prof:
-        # Edges of both tile sizes, depths that are not a multiple of 16.
-        for m, k, n in [(32, 1, 32), (33, 17, 65), (130, 70, 129), (64, 64, 64), (257, 31, 300), (40, 300, 50)]:
+        # Edges of both tile sizes, depths that are not a multiple of 16;
+        # few rows (or columns): 1 to 8, with depths below and past a lane.
+        for m, k, n in [(32, 1, 32), (33, 17, 65), (130, 70, 129), (64, 64, 64), (257, 31, 300), (40, 300, 50),
+                        (12, 20, 9), (1, 768, 100), (5, 3, 70), (8, 129, 8), (90, 77, 3), (2, 1, 1)]:
             a, b = torch.randn(m, k), torch.randn(k, n)
             check(f"mm {m}x{k}x{n}", torch.mm, a, b)
             check(f"A transposed {m}x{k}x{n}", lambda x, y: x.t() @ y, a.t().contiguous(), b)
@@ -42,6 +44,13 @@ def test_matmuls_match_cpu_in_float64(tiled, kernels):
               torch.randn(3, 1, 70), torch.randn(3, 45, 33), torch.randn(3, 33, 70))
         check("broadcast batch", torch.matmul, torch.randn(4, 40, 36), torch.randn(36, 50))
         check("linear", torch.nn.functional.linear, torch.randn(2, 50, 40), torch.randn(90, 40), torch.randn(90))
+        check("linear, one token", torch.nn.functional.linear, torch.randn(1, 1, 96), torch.randn(70, 96),
+              torch.randn(70))
+        check("mv", torch.mv, torch.randn(66, 40), torch.randn(40))
+        check("addmv", lambda c, x, v: torch.addmv(c, x, v, beta=0.5, alpha=-2.0), torch.randn(66),
+              torch.randn(66, 40), torch.randn(40))
+        check("vector @ matrix", torch.matmul, torch.randn(40), torch.randn(40, 66))
+        check("batched decode", torch.bmm, torch.randn(3, 2, 50), torch.randn(3, 50, 40))
         check("strided operands", lambda x, y: x[:, ::2] @ y[::2, 1:], torch.randn(70, 80), torch.randn(80, 67))
         check("row slice offsets", lambda x, y: x[5:, 3:] @ y[3:], torch.randn(75, 83), torch.randn(83, 64))
     ran = {e.name.split(": ")[1] for e in prof.events() if "library kernel: gemm" in e.name}

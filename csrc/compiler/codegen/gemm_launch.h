@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace openneuron::compiler {
 
@@ -15,8 +16,11 @@ struct GemmShape {
 };
 
 struct GemmLaunch {
-  std::string entry;     // without the dtype suffix: "gemm", "gemm_t128", "gemm_t64"
+  std::string entry;     // without the dtype suffix: "gemm", "gemm_t128", "gemm_t64", "gemm_rows"
   int64_t workgroups;    // along x
+  // Run as C^T = B^T A^T: A and B swap places, with the scalars of
+  // swapped_gemm_scalars (a product with few columns is one with few rows).
+  bool swap_operands = false;
 };
 
 // Which entry runs a float32 product on a device, and its grid. `tiled`:
@@ -24,5 +28,8 @@ struct GemmLaunch {
 // from the device's properties. Other dtypes take "gemm".
 GemmLaunch gemm_launch(const GemmShape& shape, bool float32, bool tiled, int compute_units,
                        int64_t max_workgroups);
+
+// The gemm scalars (glsl_gemm.h's order) of the transposed product.
+std::vector<int64_t> swapped_gemm_scalars(const std::vector<int64_t>& scalars);
 
 }  // namespace openneuron::compiler

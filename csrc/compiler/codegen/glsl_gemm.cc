@@ -170,10 +170,75 @@ std::string tiled_gemm(int tile) {
   return k;
 }
 
+// gemm_rows_f32: products with few rows (a decode step's tokens, a matrix-
+// vector product). A workgroup computes a set of C's columns, four rows at
+// a time, its invocations splitting k: 8 columns x 32 lanes when B's
+// columns are contiguous along k (a linear layer's weight, B = W^T), else
+// 64 columns x 4 lanes, so neighbouring invocations read neighbouring
+// elements of B either way. The lanes' partial sums meet in shared memory.
+std::string rows_gemm() {
+  std::string k = glsl_entry_preamble("gemm_rows_f32", 4, 18, 256, {});
+  k += "layout(buffer_reference, std430, buffer_reference_align = 4) buffer OnGemmFloats { float v[]; };\n";
+  k += "shared float on_part[4][256];\n";
+  k += "void main() {" + std::string(kGemmArguments);
+  k += R"GLSL(  const float alpha = on_double_bits(on_args.s[16]), beta = on_double_bits(on_args.s[17]);
+  const int lid = int(gl_LocalInvocationID.x);
+  const bool split_k = b_k == 1L;
+  const int cols = split_k ? 8 : 64, lanes = 256 / cols;
+  const int col = split_k ? lid / 32 : lid % 64, lane = split_k ? lid % 32 : lid / 64;
+  const int partner_step = split_k ? 1 : 64;  // from a lane to the next
+  // 32-bit offsets within a matrix (the launch checked they fit).
+  const int sa_m = int(a_m), sa_k = int(a_k), sb_k = int(b_k), sb_n = int(b_n);
+  const int sc_m = int(c_m), sc_n = int(c_n), sx_m = int(x_m), sx_n = int(x_n);
+  const int mi = int(m), ni = int(n), ki = int(k);
+  const int64_t tn = (n + int64_t(cols) - 1L) / int64_t(cols), groups = batch * tn;
+  for (int64_t g = int64_t(gl_WorkGroupID.x); g < groups; g += int64_t(gl_NumWorkGroups.x)) {
+    const int64_t bi = g / tn;
+    const int j = int(g - bi * tn) * cols + col, jc = min(j, ni - 1);  // past the edge: the last column, not stored
+    OnGemmFloats A = OnGemmFloats(a + uint64_t(bi * a_b) * 4ul), B = OnGemmFloats(bm + uint64_t(bi * b_b) * 4ul);
+    OnGemmFloats C = OnGemmFloats(c + uint64_t(bi * c_b) * 4ul), X = OnGemmFloats(x + uint64_t(bi * x_b) * 4ul);
+    for (int i0 = 0; i0 < mi; i0 += 4) {
+      const int o0 = i0 * sa_m, o1 = min(i0 + 1, mi - 1) * sa_m, o2 = min(i0 + 2, mi - 1) * sa_m,
+                o3 = min(i0 + 3, mi - 1) * sa_m;
+      float s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+      for (int p = lane; p < ki; p += lanes) {
+        const float bv = B.v[p * sb_k + jc * sb_n];
+        const int pa = p * sa_k;
+        s0 += A.v[o0 + pa] * bv;
+        s1 += A.v[o1 + pa] * bv;
+        s2 += A.v[o2 + pa] * bv;
+        s3 += A.v[o3 + pa] * bv;
+      }
+      on_part[0][lid] = s0;
+      on_part[1][lid] = s1;
+      on_part[2][lid] = s2;
+      on_part[3][lid] = s3;
+      for (int s = lanes / 2; s > 0; s >>= 1) {
+        barrier();
+        if (lane < s) {
+          const int other = lid + s * partner_step;
+          for (int q = 0; q < 4; ++q) on_part[q][lid] += on_part[q][other];
+        }
+      }
+      barrier();
+      if (lane == 0 && j < ni)
+        for (int q = 0; q < 4 && i0 + q < mi; ++q) {
+          const int i = i0 + q;
+          C.v[i * sc_m + j * sc_n] = (use_x ? beta * X.v[i * sx_m + j * sx_n] : 0.0) + alpha * on_part[q][lid];
+        }
+      barrier();  // every lane is done with the partial sums
+    }
+  }
+}
+)GLSL";
+  return k;
+}
+
 }  // namespace
 
 std::string glsl_gemm_entries() {
-  return direct_gemm("float", "f32") + direct_gemm("double", "f64") + tiled_gemm(128) + tiled_gemm(64);
+  return direct_gemm("float", "f32") + direct_gemm("double", "f64") + tiled_gemm(128) + tiled_gemm(64) +
+         rows_gemm();
 }
 
 }  // namespace openneuron::compiler

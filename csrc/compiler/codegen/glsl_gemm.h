@@ -13,6 +13,9 @@
 //                         B in shared memory, each invocation accumulating
 //                         8x8 (4x4) results in registers. Offsets within one
 //                         matrix must fit 31 bits (gemm_launch.h checks).
+//   gemm_rows_f32         products with at most 8 rows (or, swapped, 8
+//                         columns): a decode step, a matrix-vector product;
+//                         a workgroup's invocations split k.
 #pragma once
 
 #include <string>
