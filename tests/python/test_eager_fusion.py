@@ -140,6 +140,15 @@ def test_reductions_inside_a_chain(env):
     torch.testing.assert_close(m.cpu(), x.amax(1, keepdim=True))
     torch.testing.assert_close(e.cpu(), (x - x.amax(1, keepdim=True)).exp())
     assert fused_since(s0) == 1, (stats(), s0)
+    # An in-place call on a tensor the chain then reduces: every pass over
+    # the row reads the old values, the store comes after the last (a store
+    # in the first pass made the sum's pass scale the values twice).
+    for f in (lambda t: torch.logsumexp(t.mul_(0.5), -1), lambda t: torch.softmax(t.mul_(0.5), -1),
+              lambda t: (t.add_(1.0) - t.amax(-1, keepdim=True)).exp().sum(-1)):
+        a = x.clone(); na = a.to("neuron")
+        got = f(na).cpu()
+        torch.testing.assert_close(got, f(a))
+        torch.testing.assert_close(na.cpu(), a)
     # Reductions over different dims: the chain runs in pieces, right.
     def two_ways(a):
         b = a / a.abs().sum(0, keepdim=True)

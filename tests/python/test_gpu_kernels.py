@@ -86,3 +86,59 @@ def test_tiled_training_step_matches_cpu():
     for (name, p), q in zip(model.named_parameters(), device_model.parameters()):
         torch.testing.assert_close(q.grad.cpu(), p.grad, rtol=1e-4, atol=1e-5, msg=name)
     """, env=TILED, timeout=600)
+
+
+def test_fused_attention_forward_and_backward_match_cpu():
+    # scaled_dot_product_attention takes the fused kernel (PyTorch's
+    # "overrideable" backend) on the vulkan driver: odd lengths, every head
+    # dim bucket, causal, float and bool masks (a row that sees no key gets
+    # zeros, as PyTorch's safe softmax gives), 3-d inputs, strided layouts,
+    # value dims unlike the query's; gradients of q, k, v and the mask.
+    run_python("""
+    import torch, torch.nn.functional as F
+    from torch.profiler import profile
+    torch.manual_seed(0)
+    d = "neuron"
+    def run(dev, dtype, q, k, v, mask=None, **kw):
+        ts = [t.to(dev, dtype).requires_grad_() for t in (q, k, v)]
+        m = None
+        if mask is not None:
+            m = mask.to(dev) if mask.dtype == torch.bool else mask.to(dev, dtype).requires_grad_()
+        out = F.scaled_dot_product_attention(*ts, attn_mask=m, **kw)
+        out.backward(torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(dev, dtype))
+        grads = [t.grad for t in ts] + ([m.grad] if m is not None and m.requires_grad else [])
+        return [x.detach().cpu().float() for x in [out] + grads]
+    def check(name, *args, **kw):
+        for got, want in zip(run(d, torch.float32, *args, **kw), run("cpu", torch.float64, *args, **kw)):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5, msg=name)
+    with profile() as prof:
+        check("lengths", torch.randn(2, 3, 70, 32), torch.randn(2, 3, 50, 32), torch.randn(2, 3, 50, 32))
+        check("causal", torch.randn(2, 3, 70, 64), torch.randn(2, 3, 70, 64), torch.randn(2, 3, 70, 64),
+              is_causal=True)
+        check("float mask", torch.randn(1, 2, 33, 16), torch.randn(1, 2, 40, 16), torch.randn(1, 2, 40, 16),
+              mask=torch.randn(33, 40))
+        hidden = torch.rand(2, 1, 33, 40) > 0.3
+        hidden[0, 0, 5] = False
+        check("bool mask", torch.randn(2, 2, 33, 16), torch.randn(2, 2, 40, 16), torch.randn(2, 2, 40, 16),
+              mask=hidden)
+        check("3-d, value dim", torch.randn(3, 20, 100), torch.randn(3, 30, 100), torch.randn(3, 30, 72), scale=0.3)
+        t = lambda: torch.randn(2, 70, 3, 32).transpose(1, 2)
+        check("strided", t(), t(), t(), is_causal=True)
+    ran = {e.name for e in prof.events()}
+    assert {"aten::_scaled_dot_product_fused_attention_overrideable",
+            "aten::_scaled_dot_product_fused_attention_overrideable_backward",
+            "library kernel: attention_fwd_d32_f32", "library kernel: attention_fwd_d64_f32",
+            "library kernel: attention_fwd_d128_f32"} <= ran, ran
+    # What the kernel does not cover takes the math path, right: dropout,
+    # grouped-query heads, head dims past 128.
+    q = torch.randn(1, 4, 9, 16)
+    with profile() as prof:
+        torch.manual_seed(1)
+        F.scaled_dot_product_attention(q.to(d), q.to(d), q.to(d), dropout_p=0.5)
+        out = F.scaled_dot_product_attention(q.to(d), q[:, :2].to(d), q[:, :2].to(d), enable_gqa=True)
+        torch.testing.assert_close(out.cpu(), F.scaled_dot_product_attention(q, q[:, :2], q[:, :2], enable_gqa=True))
+        big = torch.randn(1, 1, 5, 130)
+        torch.testing.assert_close(F.scaled_dot_product_attention(big.to(d), big.to(d), big.to(d)).cpu(),
+                                   F.scaled_dot_product_attention(big, big, big))
+    assert "aten::_scaled_dot_product_fused_attention_overrideable" not in {e.name for e in prof.events()}
+    """, env=VULKAN, timeout=600)

@@ -522,6 +522,17 @@ class KernelWriter {
     for (Node* r : g_.roots) current_roots_.insert(r->id);
     row_key_ = join_keys(row);
     const std::vector<Node*> folded = stores_for_the_first_pass(g_);
+    std::vector<Node*> last;  // stores over what a later pass reads
+    auto write_root = [&](Node* r) {
+      current_root_ = r->id;
+      if (r->shape == g_.shape) {
+        row_pass_ = ++passes_;
+        write_epilogue(r, row, reduced);
+        row_pass_ = -1;
+      } else {
+        store(r, row_coords(r, row), emit(r, row_coords(r, row)));
+      }
+    };
     bool first_pass = true;
     size_t i = 0;
     while (i < g_.roots.size()) {
@@ -540,15 +551,14 @@ class KernelWriter {
         ++i;
         continue;
       }
-      if (r->shape == g_.shape) {
-        row_pass_ = ++passes_;
-        write_epilogue(r, row, reduced);
-        row_pass_ = -1;
+      if (stores_over_a_read(g_, r)) {
+        last.push_back(r);
       } else {
-        store(r, row_coords(r, row), emit(r, row_coords(r, row)));
+        write_root(r);
       }
       ++i;
     }
+    for (Node* r : last) write_root(r);
     scopes_.pop_back();
     --indent_;
     line("}");

@@ -367,6 +367,21 @@ class GlslKernelWriter {
     for (Node* r : g_.roots) current_roots_.insert(r->id);
     row_key_ = join_keys(row);
     const std::vector<Node*> folded = stores_for_the_first_pass(g_);
+    std::vector<Node*> last;  // stores over what a later pass reads
+    auto write_root = [&](Node* r) {
+      current_root_ = r->id;
+      if (r->shape == g_.shape) {
+        for_row_elements(row, [&](const std::vector<Expr>& c) { store(r, c, emit(r, c)); });
+        return;
+      }
+      line("if (on_lid == 0L) {");
+      ++indent_;
+      scopes_.emplace_back();
+      store(r, row_coords(r, row), emit(r, row_coords(r, row)));
+      scopes_.pop_back();
+      --indent_;
+      line("}");
+    };
     bool first_pass = true;
     size_t i = 0;
     while (i < g_.roots.size()) {
@@ -384,19 +399,15 @@ class GlslKernelWriter {
         ++i;
         continue;
       }
-      if (r->shape == g_.shape) {
-        for_row_elements(row, [&](const std::vector<Expr>& c) { store(r, c, emit(r, c)); });
+      if (stores_over_a_read(g_, r)) {
+        last.push_back(r);
       } else {
-        line("if (on_lid == 0L) {");
-        ++indent_;
-        scopes_.emplace_back();
-        store(r, row_coords(r, row), emit(r, row_coords(r, row)));
-        scopes_.pop_back();
-        --indent_;
-        line("}");
+        write_root(r);
       }
       ++i;
     }
+    if (!last.empty()) line("barrier();  // every pass has read the row");
+    for (Node* r : last) write_root(r);
     scopes_.pop_back();
     close_loop();
     scopes_.pop_back();

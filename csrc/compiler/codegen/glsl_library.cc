@@ -8,7 +8,8 @@ namespace openneuron::compiler {
 
 std::string glsl_library_source(bool fp64) {
   const std::string all = std::string(kGlslIndexingShared) + kGlslRandomShared + glsl_gemm_entries() +
-                          glsl_indexing_library_entries() + glsl_random_library_entries();
+                          glsl_indexing_library_entries() + glsl_random_library_entries() +
+                          glsl_attention_library_entries();
   if (fp64) return all;
   // Without float64 shaders: every entry but the float64 ones ("_f64"),
   // whose ops then take another route (never narrowed).

@@ -19,6 +19,14 @@ std::string glsl_library_source(bool fp64);
 extern const char* const kGlslIndexingShared;
 std::string glsl_indexing_library_entries();
 
+// The attention kernels (glsl_attention.cc): attention_fwd_d<32|64|128>_f32
+// -- softmax(Q K^T * scale + mask) V with its logsumexp, one pass, head dims
+// up to 32, 64 or 128. Buffers Q, K, V, O, logsumexp, mask (any, unread
+// without one); scalars B, H, Lq, Lk, D, Dv, the (b, h, l, d) strides of Q,
+// K, V, O, the (b, h, l) of logsumexp, the (b, h, i, j) of the mask, the
+// scale as a double's bits, causal (keys j <= query i), has_mask.
+std::string glsl_attention_library_entries();
+
 // The random kernels (glsl_library_random.cc): the C++ library's
 // (cpp_library_random.cc) entries, and the Philox draw they share.
 extern const char* const kGlslRandomShared;

@@ -44,6 +44,10 @@ bool group_reads(const KernelGroup& g, const Node* input) {
 
 }  // namespace
 
+bool stores_over_a_read(const KernelGroup& g, const Node* root) {
+  return root->kind != NodeKind::Reduce && root->is_store() && group_reads(g, root->store_into);
+}
+
 std::vector<Node*> stores_for_the_first_pass(const KernelGroup& g) {
   std::vector<Node*> folded;
   if (std::none_of(g.roots.begin(), g.roots.end(), [](const Node* r) { return r->kind == NodeKind::Reduce; }))

@@ -20,4 +20,10 @@ bool loaded(const KernelGroup& g, const Node* n);
 // (and read their inputs again). Empty when the group has no reduction.
 std::vector<Node*> stores_for_the_first_pass(const KernelGroup& g);
 
+// Stores over memory the group reads (an in-place op: x.mul_(2) before a
+// reduction of x): written after every pass over the row, as each pass
+// reads the buffer's old values (the graph's values are computed from
+// them); written before a later pass, it would read the new ones.
+bool stores_over_a_read(const KernelGroup& g, const Node* root);
+
 }  // namespace openneuron::compiler

@@ -633,8 +633,15 @@ std::optional<EagerGraph> fused_graph(const std::vector<HeldCall>& calls, c10::I
   for (size_t k = 0; k < stored.size(); ++k) stored_names.push_back(b.tensor_input(*stored[k], static_cast<int>(k), true));
   std::vector<TensorKey> value_keys = input_keys;  // the current value of each tensor
   std::vector<std::string> values;
-  for (size_t k = 0; k < inputs.size(); ++k)
-    values.push_back("{\"ref\":\"" + b.tensor_input(*inputs[k], static_cast<int>(stored.size() + k), false) + "\"}");
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const std::string name = b.tensor_input(*inputs[k], static_cast<int>(stored.size() + k), false);
+    // A tensor read and then written (x.mul_(2) at the chain's start) is
+    // read through the placeholder it is stored into: the compiler then
+    // knows the store goes over memory the kernel reads, and writes it after
+    // every read (a second placeholder of the same memory would hide that).
+    const int s = find_key(stored_keys, input_keys[k]);
+    values.push_back("{\"ref\":\"" + (s >= 0 ? stored_names[s] : name) + "\"}");
+  }
   auto value_of = [&](const at::Tensor& t) {
     const int i = find_key(value_keys, key_of(t));
     TORCH_INTERNAL_ASSERT(i >= 0, "a fused call reads a tensor the chain has no value of");
