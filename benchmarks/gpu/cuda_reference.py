@@ -67,6 +67,13 @@ def measure(quick, repeats):
     matmul(tokens, 768, 3072, True, f"{tokens}x3072 @ W[768,3072]^T (mlp down)")
     matmul(1, 2304, 768, True, "1x768 @ W[2304,768]^T (decode qkv)")
     matmul(1, 768, 3072, True, "1x3072 @ W[768,3072]^T (decode mlp down)")
+    batch, seq = (2, 128) if quick else (8, 512)
+    q = torch.full((batch, 12, seq, 64), 0.01, device="cuda")
+    flops = 4.0 * batch * 12 * seq * seq * 64 / 2
+    reps = max(1, int(min(20, (1e8 if quick else 2e11) / flops)))
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    s = best_seconds(torch, lambda: [sdpa(q, q, q, is_causal=True) for _ in range(reps)], repeats)
+    add(f"attention fwd fp32 causal {batch}x12x{seq}x64", "TFLOP/s", flops * reps / s / 1e12, "PyTorch SDPA")
     if not quick:
         matmul(8192, 8192, 8192, False, "8192^3", torch.bfloat16)
     return {"device": {"name": torch.cuda.get_device_name(), "torch": torch.__version__}, "results": results}

@@ -10,6 +10,7 @@
 //   gpu_bench [--quick] [--json PATH] [--device N] [--repeats N]
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -161,6 +162,35 @@ class Bench {
     add({"matmul fp32 " + label, "TFLOP/s", flops * reps / s / 1e12, launch.entry + "_f32"});
   }
 
+  // Fused attention forward, causal, q = k = v of [batch, heads, seq, dim]
+  // (contiguous); FLOPs of the two products, halved by the causal mask.
+  void attention(int64_t batch, int64_t heads, int64_t seq, int64_t dim) {
+    const int64_t elements = batch * heads * seq * dim;
+    Buffer qkv(driver_, o_.device, elements * 4), out(driver_, o_.device, elements * 4),
+        lse(driver_, o_.device, batch * heads * seq * 4);
+    queue_->fill(qkv.get(), elements * 4, 0x3c23d70au, 4);  // 0.01f
+    const std::string entry_name = "attention_fwd_d" + std::to_string(dim <= 32 ? 32 : dim <= 64 ? 64 : 128) + "_f32";
+    const int entry = library_->entry(entry_name);
+    const int64_t sb = heads * seq * dim, sh = seq * dim;
+    std::vector<int64_t> scalars = {batch, heads, seq, seq, dim, dim};
+    for (int t = 0; t < 4; ++t) scalars.insert(scalars.end(), {sb, sh, dim, 1});
+    scalars.insert(scalars.end(), {heads * seq, seq, 1, 0, 0, 0, 0, double_bits(1.0 / std::sqrt(double(dim))), 1, 0});
+    const on::hal::DeviceAddress bindings[] = {qkv.get(), qkv.get(), qkv.get(), out.get(), lse.get(), out.get()};
+    const int64_t groups = std::min<int64_t>(batch * heads * ((seq + 63) / 64), props_.max_workgroups);
+    const double flops = 4.0 * batch * heads * seq * seq * dim / 2;
+    const int reps = std::max(1, static_cast<int>(std::min(20.0, (o_.quick ? 1e8 : 2e11) / flops)));
+    const double s = best_seconds([&] {
+      for (int i = 0; i < reps; ++i)
+        queue_->dispatch(*library_, entry, bindings, scalars, on::hal::Grid{groups, 1, 1});
+    }, *queue_, o_.repeats);
+    float first;  // every output is 0.01: the values are all equal
+    driver_.copy(&first, out.get(), 4, on::hal::CopyKind::DeviceToHost);
+    if (std::abs(first - 0.01f) > 1e-5f) throw on::hal::Error("attention: output " + std::to_string(first));
+    add({"attention fwd fp32 causal " + std::to_string(batch) + "x" + std::to_string(heads) + "x" +
+             std::to_string(seq) + "x" + std::to_string(dim),
+         "TFLOP/s", flops * reps / s / 1e12, entry_name});
+  }
+
   void run() {
     copy_bandwidth();
     dispatch_latency();
@@ -176,6 +206,8 @@ class Bench {
     // The same at one token (a decode step at batch 1).
     matmul(1, 2304, 768, true, "1x768 @ W[2304,768]^T (decode qkv)");
     matmul(1, 768, 3072, true, "1x3072 @ W[768,3072]^T (decode mlp down)");
+    // GPT-2 small's attention at 8 x 512 tokens (2 x 128 with --quick).
+    if (props_.kernel_target != "cpp") attention(o_.quick ? 2 : 8, 12, o_.quick ? 128 : 512, 64);
   }
 
   void report() const {

@@ -35,6 +35,7 @@ TEST(GemmLaunch, FewRowsOrColumnsTakeTheRowsKernelOnAGpu) {
   EXPECT_EQ(cols.workgroups, 2304 / 8);
   // Where the direct kernel already fills the device (lavapipe), it runs.
   EXPECT_EQ(launch(1, 2304, 768, kCpuUnits).entry, "gemm");
+  EXPECT_EQ(launch(1, 768, 3072, kCpuUnits).entry, "gemm");
   EXPECT_EQ(launch(1, 60, 768, kCpuUnits).entry, "gemm_rows");
   EXPECT_EQ(launch(1, 2304, 63).entry, "gemm");  // too short to split
 }

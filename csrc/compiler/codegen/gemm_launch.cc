@@ -21,9 +21,11 @@ GemmLaunch gemm_launch(const GemmShape& s, bool float32, bool tiled, int compute
   const bool fits = s.largest_offset < INT32_MAX && s.m < INT32_MAX && s.n < INT32_MAX && s.k < INT32_MAX;
   const int64_t blocks = s.batch * ceil_div(s.m, 4) * ceil_div(s.n, 4);  // the direct kernel's invocations
   // A thin product's direct kernel wins where its invocations fill the
-  // device (lavapipe's two cores), as the rows kernel's barriers cost more
-  // than they save there; on a GPU it would leave most of the chip idle.
-  const bool direct_fills = blocks >= int64_t{std::max(1, compute_units)} * 256;
+  // device: on lavapipe (two cores) from 128 invocations, where the rows
+  // kernel's barriers cost 4x what they save (1x3072 @ 3072x768: 0.2 against
+  // 0.05 GFLOP/s); on a GPU the direct kernel would leave most of the chip
+  // idle. (A rule measured on lavapipe only: to tune on a GPU.)
+  const bool direct_fills = blocks >= int64_t{std::max(1, compute_units)} * 64;
   // Splitting a short k gains nothing, and summing in k's order (as the
   // other kernels do) keeps tiny products closest to the CPU's rounding.
   const bool long_k = s.k >= kSplitK;
