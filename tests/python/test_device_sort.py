@@ -69,14 +69,26 @@ assert torch.equal(torch.argsort(unique, 1), torch.argsort(unique.to("neuron"), 
 assert torch.sort(torch.tensor(3.0, device="neuron")).indices.item() == 0
 torch.neuron.synchronize()
 assert not torch.neuron.fallback_report(), torch.neuron.format_fallback_report()
-long = torch.randn(2, 9000)          # longer lines than the GLSL kernel takes: the CPU, counted
-torch.testing.assert_close(torch.sort(long.to("neuron"), 1).values.cpu(), torch.sort(long, 1).values)
-assert [r["op"] for r in torch.neuron.fallback_report()] == ["aten::sort"], torch.neuron.fallback_report()
+# Lines past 8192 elements: the merge sort (log2(size) merge passes), in
+# the stable order, every dtype family, NaNs, ties, any dim, topk.
+long = torch.randn(2, 9000); long[0, ::97] = float("nan")
+tied = torch.randint(-20, 20, (3, 8193))
+for t in (long, long.double(), tied, tied.to(torch.int16), torch.randn(10001, 2)):
+    for dim in range(t.dim()):
+        for desc in (False, True):
+            a, b = torch.sort(t, dim=dim, descending=desc, stable=True), torch.sort(t.to("neuron"), dim=dim, descending=desc)
+            torch.testing.assert_close(b.values.cpu(), a.values, equal_nan=True)
+            assert torch.equal(a.indices, b.indices.cpu()), (t.dtype, dim, desc)
+a, b = torch.topk(long[1], 10, largest=False), torch.topk(long[1].to("neuron"), 10, largest=False)
+assert torch.equal(a.values, b.values.cpu()) and torch.equal(a.indices, b.indices.cpu())
+torch.neuron.synchronize()
+assert not torch.neuron.fallback_report(), torch.neuron.format_fallback_report()
 """
 
 
 def test_sort_and_topk_run_as_glsl_kernels_on_vulkan():
     # Lines up to 8192 elements: each element ranked against its line (a
-    # stable order: the CPU's for stable sorts and lines without ties).
+    # stable order: the CPU's for stable sorts and lines without ties);
+    # longer ones: a merge sort in the same order.
     run_python(VULKAN_CODE, env={"OPENNEURON_DRIVER": "vulkan", "OPENNEURON_VULKAN_VALIDATION": "1",
                                  "OPENNEURON_CPU_FALLBACK": "silent"}, timeout=300)

@@ -449,6 +449,50 @@ void main() {
 )GLSL", t));
 }
 
+// One pass of a merge sort of contiguous lines [lines, size] (longer lines
+// than sort_lines takes): sorted runs of `width` elements, pairwise, into
+// runs of 2 width. Each element's place is its index in its run plus the
+// count of the other run's elements that come before it, found by binary
+// search; elements carry their index in the line (none on the first pass:
+// their position), which breaks ties, so the order is stable and every
+// place distinct. Buffers: values and indices in, values and indices out;
+// scalars lines, size, width, descending, first.
+std::string merge_lines(const Type& t) {
+  const std::string nan_rules = t.floating ? R"GLSL(
+  if (isnan(a) || isnan(b)) return isnan(a) && isnan(b) ? ai < bi : isnan(a) == descending;)GLSL"
+                                           : "";
+  return entry("merge_lines_" + t.suffix, 4, 5, {t.glsl, "int64_t"}, fill(std::string(kGrid) + R"GLSL(
+bool on_before($C a, int64_t ai, $C b, int64_t bi, bool descending) {)GLSL" + nan_rules + R"GLSL(
+  if (a == b) return ai < bi;
+  return descending ? a > b : a < b;
+}
+void main() {
+  const uint64_t xv = on_args.b[0], xi = on_args.b[1], yv = on_args.b[2], yi = on_args.b[3];
+  const int64_t lines = on_args.s[0], size = on_args.s[1], width = on_args.s[2];
+  const bool descending = on_args.s[3] != 0L, first = on_args.s[4] != 0L;
+  for (int64_t e = on_first; e < lines * size; e += on_step) {
+    const int64_t line = e / size, p = e - line * size, base = line * size;
+    const int64_t r0 = (p / (2L * width)) * (2L * width), mid = min(r0 + width, size), end = min(r0 + 2L * width, size);
+    const $C v = $C($R(xv + uint64_t(e) * $Sul).v);
+    const int64_t vi = first ? p : OnRef_int64_t(xi + uint64_t(e) * 8ul).v;
+    const bool in_a = p < mid;
+    // The other run: [lo, hi); count its elements before (v, vi).
+    int64_t lo = in_a ? mid : r0, hi = in_a ? end : mid;
+    const int64_t other = lo;
+    while (lo < hi) {
+      const int64_t m = (lo + hi) / 2L;
+      const $C w = $C($R(xv + uint64_t(base + m) * $Sul).v);
+      const int64_t wi = first ? m : OnRef_int64_t(xi + uint64_t(base + m) * 8ul).v;
+      if (on_before(w, wi, v, vi, descending)) lo = m + 1L; else hi = m;
+    }
+    const int64_t at = base + r0 + (p - (in_a ? r0 : mid)) + (lo - other);
+    $R(yv + uint64_t(at) * $Sul).v = $T(v);
+    OnRef_int64_t(yi + uint64_t(at) * 8ul).v = vi;
+  }
+}
+)GLSL", t));
+}
+
 // arange (mode 0: start + i * step) and linspace (mode 1: from both
 // ends, as the CPU). buffer out; scalars n, start, step (bits of
 // doubles), mode, end. Integer entries take arange only (integral start
@@ -496,7 +540,7 @@ int64_t on_double_bits_int(int64_t bits) {
 std::string glsl_indexing_library_entries() {
   std::string res;
   for (int bytes : {1, 2, 4, 8, 16}) res += index_select(bytes) + gather(bytes);
-  for (const Type& t : number_types()) res += scatter(t) + scan(t) + arg_extreme(t) + sort_lines(t) + ramp(t);
+  for (const Type& t : number_types()) res += scatter(t) + scan(t) + arg_extreme(t) + sort_lines(t) + merge_lines(t) + ramp(t);
   for (const Type& t : float_types()) res += embedding_backward(t) + nll_loss_forward(t) + nll_loss_backward(t);
   return res;
 }

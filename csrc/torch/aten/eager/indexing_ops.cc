@@ -335,6 +335,30 @@ bool extreme(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit:
 // integer sorts of 32768 elements or more (its radix sort's tie order).
 enum class SortForm { sort, sort_stable, topk };
 
+// Lines past the rank kernel's reach (sort_lines): merge passes
+// (merge_lines) over a contiguous copy of the lines, between two buffers,
+// log2(size) of them; then the first `kept` of each line into the outputs.
+bool merge_sort(const at::Tensor& self, int64_t dim, bool descending, int64_t kept, const std::vector<at::Tensor>& outs,
+                c10::DeviceIndex device, const char* suffix) {
+  Launch k = find(device, std::string("merge_lines_") + suffix);
+  if (!k.ok()) return false;
+  const at::Tensor moved = self.movedim(dim, -1);
+  const int64_t size = moved.size(-1), lines = moved.numel() / size;
+  at::Tensor values[2] = {empty_on(self, moved.sizes(), self.scalar_type()),
+                          empty_on(self, moved.sizes(), self.scalar_type())};
+  at::Tensor indices[2] = {empty_on(self, moved.sizes(), at::kLong), empty_on(self, moved.sizes(), at::kLong)};
+  TORCH_CHECK(copy_as_eager_kernel(values[0], moved), "neuron: could not copy sort's lines on the device");
+  int now = 0;
+  for (int64_t width = 1; width < size; width *= 2, now = 1 - now)
+    launch_compiled_kernel(k.kernel, {values[now], indices[now], values[1 - now], indices[1 - now]},
+                           {lines, size, width, descending, width == 1});
+  at::Tensor out_values = outs[0].movedim(dim, -1), out_indices = outs[1].movedim(dim, -1);
+  TORCH_CHECK(copy_as_eager_kernel(out_values, values[now].narrow(-1, 0, kept)) &&
+                  copy_as_eager_kernel(out_indices, indices[now].narrow(-1, 0, kept)),
+              "neuron: could not copy sort's results on the device");
+  return true;
+}
+
 bool sort_op(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack, SortForm form) {
   Args args = op_args(op, stack);
   const at::Tensor& self = args[0].toTensor();
@@ -349,14 +373,15 @@ bool sort_op(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit:
   if (!k.ok()) return false;
   const int64_t dim_arg = args[form == SortForm::sort ? 1 : 2].toInt();
   const bool descending = args[form == SortForm::sort ? 2 : 3].toBool();  // topk: largest
+  bool merge = false;
   if (!cpp_target(device)) {
     // The GLSL kernel ranks each element against its whole line: lines up
-    // to 8192 elements (a GPU sort for longer ones is issue 29's), within
-    // the device's loop-trip limit (lavapipe's).
+    // to 8192 elements within the device's loop-trip limit (lavapipe's);
+    // longer ones take the merge sort.
     const int64_t rank = std::max<int64_t>(self.dim(), 1);
     if (dim_arg < -rank || dim_arg >= rank) return false;
     const int64_t line = self.dim() ? self.size(c10::maybe_wrap_dim(dim_arg, rank)) : 1;
-    if (line > 8192 || !loops_fit(device, (line + 63) / 64 * (line / 4 + 4))) return false;
+    merge = line > 8192 || !loops_fit(device, (line + 63) / 64 * (line / 4 + 4));
   }
   if (form == SortForm::topk) {  // a k out of range: the CPU's message, not the meta function's
     const int64_t rank = std::max<int64_t>(self.dim(), 1);
@@ -371,7 +396,11 @@ bool sort_op(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit:
   const c10::IntArrayRef sizes = self.dim() ? self.sizes() : c10::IntArrayRef({1});
   const int64_t dim = c10::maybe_wrap_dim(dim_arg, static_cast<int64_t>(sizes.size()));
   const int64_t kept = form == SortForm::topk ? args[1].toInt() : sizes[dim];
-  if (self.numel() > 0 && kept > 0)
+  if (merge) {
+    if (self.numel() > 0 && kept > 0 && !merge_sort(self.dim() ? self : self.reshape({1}), dim, descending, kept,
+                                                    outs, device, suffix))
+      return false;
+  } else if (self.numel() > 0 && kept > 0)
     launch_compiled_kernel(k.kernel, {dense(self), outs[0], outs[1]},
                            {prod(sizes, 0, dim), sizes[dim], prod(sizes, dim + 1, sizes.size()), descending,
                             form == SortForm::topk ? kept : stable ? -2 : -1});
