@@ -264,9 +264,23 @@ def test_device_without_float64_refuses_it_never_narrows():
     close((x @ x.T).cpu(), a @ a.T, rtol=1e-4, atol=1e-4)
     close(x.cumsum(0).cpu(), a.cumsum(0), rtol=1e-4, atol=1e-4)
     close(torch.compile(lambda t: (t * 0.5).sin().sum(0), backend="neuron")(x).cpu(), (a * 0.5).sin().sum(0))
+    # Integer Python numbers reach integer kernels exactly (not through a
+    # float32: 1413754137 would round to 1413754112).
+    for dt in (torch.int32, torch.int64):
+        n = torch.zeros(4, dtype=dt, device="neuron")
+        assert n.fill_(1413754137).cpu().tolist() == [1413754137] * 4
+        c = torch.zeros(4, dtype=dt).fill_(1413754137)
+        assert torch.equal((n * 3 - 1413754137).cpu(), c * 3 - 1413754137)
+    # float64 data moved, not computed, stays on the device: copies,
+    # clones, fills and cat are int64 bit moves.
+    d = a.double(); nd = d.to("neuron")
+    assert torch.equal(nd.t().contiguous().cpu(), d.t().contiguous()) and torch.equal(nd[:, ::3].clone().cpu(), d[:, ::3])
+    assert torch.equal(torch.cat([nd, nd[:2]]).cpu(), torch.cat([d, d[:2]]))
+    f = torch.empty(5, 3, dtype=torch.float64, device="neuron").t()
+    assert torch.equal(f.fill_(-1e-300).cpu(), torch.full((3, 5), -1e-300, dtype=torch.float64))
+    assert torch.zeros(2, dtype=torch.float64, device="neuron").cpu().tolist() == [0.0, 0.0]
     torch.neuron.synchronize()
     assert torch.neuron.fallback_report() == [], torch.neuron.fallback_report()
-    d = a.double(); nd = d.to("neuron")
     close((nd * 0.3).exp().sum(-1).cpu(), (d * 0.3).exp().sum(-1), rtol=0, atol=0)
     close((nd @ nd.T).cpu(), d @ d.T, rtol=0, atol=0)
     assert {r["op"] for r in torch.neuron.fallback_report()} >= {"aten::mul.Tensor", "aten::exp", "aten::mm"}

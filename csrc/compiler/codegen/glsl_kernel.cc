@@ -210,6 +210,20 @@ class GlslKernelWriter {
     return var;
   }
 
+  // An integer Python number (a float symbol: its double's bits) that an
+  // integer value takes, on a device without float64: its argument slot,
+  // read exactly, where the float symbol's float32 would round it past
+  // 2^24. "" otherwise.
+  std::string exact_integer_slot(const Node* n) const {
+    const Expr& e = n->view_args[0];
+    if (!n->scalar_is_int || float_symbol_type_ != "float" || e.kind() != Expr::Kind::Sym ||
+        is_floating(compute_dtype(n->dtype)) || n->dtype == DType::Bool)
+      return "";
+    const auto it = std::find(symbols_.begin(), symbols_.end(), e.name());
+    if (it == symbols_.end() || e.name().rfind("fs_", 0) != 0) return "";
+    return "on_args.s[" + std::to_string(it - symbols_.begin()) + "]";
+  }
+
   std::string compute(Node* n, const std::vector<Expr>& c) {
     if (n->kind == NodeKind::Reduce && accumulators_.count(n->id)) {
       if (join_keys(c) != row_key_) throw FusionConflict(current_root_);
@@ -218,7 +232,11 @@ class GlslKernelWriter {
     if (is_materialized(n) && !current_roots_.count(n->id)) return load(n, n->buffer_strides(), Expr(0), c);
     switch (n->kind) {
       case NodeKind::Constant:
-        if (!n->view_args.empty()) return convert(expr_glsl(n->view_args[0]), expr_type(n->view_args[0], float_symbol_type_), value_type(n));
+        if (!n->view_args.empty()) {
+          if (const std::string slot = exact_integer_slot(n); !slot.empty())
+            return convert("on_double_bits_int(" + slot + ")", "int64_t", value_type(n));
+          return convert(expr_glsl(n->view_args[0]), expr_type(n->view_args[0], float_symbol_type_), value_type(n));
+        }
         return literal(n->scalar, n->scalar_is_int, value_type(n));
       case NodeKind::View: return emit_view(n, c);
       case NodeKind::Pointwise:

@@ -526,15 +526,6 @@ void on_bad(uint64_t err, int64_t index) {
   OnIdx64(err + 8ul).v = index;
   OnIdx64(err).v = 1L;
 }
-// A double's bits as an integer, truncated (no float64 arithmetic).
-int64_t on_double_bits_int(int64_t bits) {
-  const uint64_t u = uint64_t(bits);
-  const int e = int((u >> 52) & 0x7fful) - 1075;
-  if (((u >> 52) & 0x7fful) == 0ul) return 0L;
-  const uint64_t mant = (u & 0xffffffffffffful) | 0x10000000000000ul;
-  const uint64_t r = e >= 0 ? (e < 11 ? mant << uint64_t(e) : 0ul) : (e > -53 ? mant >> uint64_t(-e) : 0ul);
-  return (u >> 63) != 0ul ? -int64_t(r) : int64_t(r);
-}
 )GLSL";
 
 std::string glsl_indexing_library_entries() {

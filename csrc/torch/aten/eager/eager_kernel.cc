@@ -16,6 +16,7 @@
 #include "compiler/ir/json.h"
 #include "hal/driver.h"
 #include "torch/aten/eager/eager_graph.h"
+#include "torch/aten/eager/float64_bits.h"
 #include "torch/aten/eager/eager_op.h"
 #include "torch/aten/eager/library_kernels.h"
 #include "torch/aten/op_info.h"
@@ -525,6 +526,10 @@ bool copy_as_eager_kernel(at::Tensor& dst, const at::Tensor& src) {
   static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
   if (!settings().eager_kernels || dst.device() != src.device() || dst.device().type() != kNeuron) return false;
   if (dst.is_conj() || src.is_conj() || dst.is_neg() || src.is_neg()) return false;
+  if (float64_without_shaders(dst) && float64_without_shaders(src)) {  // the same bits as int64
+    at::Tensor bits = dst.view(at::kLong);
+    return copy_as_eager_kernel(bits, src.view(at::kLong));
+  }
   torch::jit::Stack stack{dst, src, false};
   return run_eager_kernel(op, op_info(op), dst.device().index(), &stack);
 }
