@@ -104,7 +104,8 @@ class Bench {
     const double s = best_seconds([&] {
       for (int i = 0; i < reps; ++i) queue_->copy_async(b.get(), a.get(), bytes, on::hal::CopyKind::DeviceToDevice);
     }, *queue_, o_.repeats);
-    add({"device copy " + std::to_string(bytes >> 20) + " MiB (read + write)", "GB/s", 2.0 * bytes * reps / s / 1e9, ""});
+    add({"device copy " + std::to_string(bytes >> 20) + " MiB (read + write)", "GB/s", 2.0 * bytes * reps / s / 1e9,
+         ""});
   }
 
   // Back-to-back dispatches of the gemm entry on an empty product (the
@@ -169,7 +170,8 @@ class Bench {
     const double want = k * 1e-4;
     for (float v : corner)
       if (std::abs(v - want) > 1e-3 * want + 1e-6)
-        throw on::hal::Error("matmul " + label + ": C holds " + std::to_string(v) + ", expected " + std::to_string(want));
+        throw on::hal::Error("matmul " + label + ": C holds " + std::to_string(v) + ", expected " +
+                             std::to_string(want));
     add({"matmul fp32 " + label, "TFLOP/s", flops * reps / s / 1e12, launch.entry + "_f32"});
   }
 
@@ -205,7 +207,8 @@ class Bench {
   void run() {
     copy_bandwidth();
     dispatch_latency();
-    const std::vector<int64_t> squares = o_.quick ? std::vector<int64_t>{256, 512} : std::vector<int64_t>{1024, 2048, 4096};
+    const std::vector<int64_t> squares =
+        o_.quick ? std::vector<int64_t>{256, 512} : std::vector<int64_t>{1024, 2048, 4096};
     for (int64_t s : squares) matmul(s, s, s, false, std::to_string(s) + "^3");
     // GPT-2 small's projections at 8 x 512 tokens (2 x 128 with --quick):
     // weights stored [out, in], as nn.Linear keeps them.

@@ -130,7 +130,8 @@ Config load_config() {
   if (auto v = get_env("OPENNEURON_VULKAN_FP64")) config.vulkan_fp64 = trim(*v) != "0";
   if (auto v = get_env("OPENNEURON_VULKAN_TILED_KERNELS")) {
     const std::string t = trim(*v);
-    if (t != "0" && t != "1") throw Error("Invalid value for OPENNEURON_VULKAN_TILED_KERNELS: '" + t + "' (expected 0 or 1)");
+    if (t != "0" && t != "1")
+      throw Error("Invalid value for OPENNEURON_VULKAN_TILED_KERNELS: '" + t + "' (expected 0 or 1)");
     config.vulkan_tiled_kernels = t == "1";
   }
   const auto cache = get_env("OPENNEURON_COMPILE_CACHE");

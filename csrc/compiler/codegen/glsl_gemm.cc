@@ -138,8 +138,9 @@ std::string tiled_gemm(int tile) {
   k += "      barrier();\n      if (k0 + 16 < ki) {\n";
   for (int q = 0; q < loads; ++q) {
     const std::string s = n(q);
-    k += "        la" + s + " = k0 + 16 + ka" + s + " < ki ? A.v[oa" + s + " + (k0 + 16 + ka" + s + ") * sa_k] : 0.0;\n";
-    k += "        lb" + s + " = k0 + 16 + kb" + s + " < ki ? B.v[ob" + s + " + (k0 + 16 + kb" + s + ") * sb_k] : 0.0;\n";
+    const std::string next_a = "k0 + 16 + ka" + s, next_b = "k0 + 16 + kb" + s;
+    k += "        la" + s + " = " + next_a + " < ki ? A.v[oa" + s + " + (" + next_a + ") * sa_k] : 0.0;\n";
+    k += "        lb" + s + " = " + next_b + " < ki ? B.v[ob" + s + " + (" + next_b + ") * sb_k] : 0.0;\n";
   }
   k += "      }\n";
   for (int d = 0; d < 16; ++d) {

@@ -26,10 +26,11 @@ bool run_float64_as_bits(const c10::OperatorHandle& op, c10::DeviceIndex device,
   at::Tensor self = args[0].toTensor();
   at::Tensor result;
   if (name == "aten::copy_" && overload.empty()) {
-    if (!args[1].isTensor() || !float64_without_shaders(args[1].toTensor()) || args[1].toTensor().device() != self.device())
-      return false;
+    if (!args[1].isTensor()) return false;
+    const at::Tensor& src = args[1].toTensor();
+    if (!float64_without_shaders(src) || src.device() != self.device()) return false;
     at::Tensor bits = self.view(at::kLong);
-    if (!copy_as_eager_kernel(bits, args[1].toTensor().expand_as(self).view(at::kLong))) return false;
+    if (!copy_as_eager_kernel(bits, src.expand_as(self).view(at::kLong))) return false;
     result = self;
   } else if (name == "aten::clone" && overload.empty()) {
     const auto format = args[1].toOptional<c10::MemoryFormat>();
