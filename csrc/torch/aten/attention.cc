@@ -24,7 +24,7 @@ int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key,
                          double dropout_p, bool is_causal,
                          std::optional<double> scale, bool enable_gqa) {
   if (!host_addressable())
-    return static_cast<int64_t>(fused_attention_applies(query, key, value, attn_mask, dropout_p, enable_gqa)
+    return static_cast<int64_t>(fused_attention_applies(query, key, value, attn_mask, dropout_p)
                                     ? at::SDPBackend::overrideable
                                     : at::SDPBackend::math);
   return at::native::_fused_sdp_choice_cpp(query, key, value, attn_mask, dropout_p, is_causal, scale,

@@ -106,16 +106,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
   p.scale = scale.value_or(attention_math::default_scale(query));
   p.dropout_p = 0.0;
   p.seed = 0;
-  attention_math::Grads g = attention_math::gradients(p, four_d(grad_out), false);
+  const bool bias_grad = grad_input_mask[3] && attn_bias.defined() && attn_bias.scalar_type() != at::kBool;
+  attention_math::Grads g = attention_math::gradients(p, four_d(grad_out), bias_grad);
   auto back = [&](const at::Tensor& grad, const at::Tensor& like) { return like.dim() == 3 ? grad.squeeze(0) : grad; };
-  at::Tensor grad_bias;
-  if (grad_input_mask[3] && attn_bias.defined() && attn_bias.scalar_type() != at::kBool) {
-    // dS: the probabilities times (dP - rowsum(dP * P)), summed to the bias's shape.
-    const attention_math::Probabilities probs = attention_math::probabilities(p);
-    at::Tensor grad_p = at::matmul(four_d(grad_out), p.v.transpose(-2, -1));
-    at::Tensor grad_s = probs.p.mul(grad_p.sub(grad_p.mul(probs.p).sum(-1, true)));
-    grad_bias = grad_s.sum_to_size(attn_bias.sizes()).to(attn_bias.scalar_type());
-  }
+  // The bias's gradient comes in the expanded (B, H, Lq, Lk) shape.
+  at::Tensor grad_bias = bias_grad ? g.bias.sum_to_size(attn_bias.sizes()).to(attn_bias.scalar_type()) : at::Tensor();
   return {back(g.q, query), back(g.k, key), back(g.v, value), grad_bias};
 }
 
@@ -127,7 +122,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 }  // namespace
 
 bool fused_attention_applies(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
-                             const std::optional<at::Tensor>& attn_mask, double dropout_p, bool enable_gqa) {
+                             const std::optional<at::Tensor>& attn_mask, double dropout_p) {
   if (!at::globalContext().userEnabledOverrideableSDP() || dropout_p != 0.0) return false;
   // Traced calls (fake and functional tensors under torch.compile) keep the
   // math path: the compiler lowers its ops.
@@ -140,7 +135,6 @@ bool fused_attention_applies(const at::Tensor& query, const at::Tensor& key, con
       key.size(-1) != query.size(-1) || (query.dim() == 4 && (key.size(0) != query.size(0) ||
                                                                value.size(0) != query.size(0))))
     return false;  // grouped-query heads (enable_gqa) and broadcast batches: the math path
-  (void)enable_gqa;
   if (attn_mask && attn_mask->defined()) {
     const at::ScalarType t = attn_mask->scalar_type();
     if ((t != at::kFloat && t != at::kBool) || attn_mask->device() != query.device()) return false;
@@ -154,7 +148,8 @@ bool fused_attention_applies(const at::Tensor& query, const at::Tensor& key, con
   // and their keys (lavapipe stops an invocation past 65535).
   const at::Tensor q4 = four_d(query);
   const int64_t groups = q4.size(0) * q4.size(1) * ((q4.size(2) + kRowsPerWorkgroup - 1) / kRowsPerWorkgroup);
-  const int64_t per_invocation = (groups + workgroups_for(q4, device) - 1) / workgroups_for(q4, device);
+  const int64_t workgroups = workgroups_for(q4, device);
+  const int64_t per_invocation = (groups + workgroups - 1) / workgroups;
   return loops_fit(device, per_invocation * ((key.size(-2) + 15) / 16) * 17);
 }
 

@@ -247,7 +247,7 @@ void route_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet,
     // A kernel the compiler makes for the device, when it can.
     if (!info.force_cpu_fallback && !host_addressable() && !has_layout_tensors(*stack, op.schema()) &&
         settings().eager_kernels &&
-        (run_eager_kernel(op, info, device, stack) || run_float64_as_bits(op, device, stack) ||
+        (run_eager_kernel(op, info, device, stack) || run_float64_as_bits(op, stack) ||
          run_foreach_per_tensor(op, stack) ||
          run_cat_as_copies(op, device, stack) || run_library_op(op, device, stack) ||
          run_copy_op(op, device, stack) || run_convolution_op(op, stack) || run_decomposition(op, stack)))

@@ -16,7 +16,7 @@ bool float64_without_shaders(const at::Tensor& t) {
          !t.is_neg() && !hal::driver().properties(t.device().index()).native_fp64;
 }
 
-bool run_float64_as_bits(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack) {
+bool run_float64_as_bits(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const std::string& name = schema.name();
   const std::string& overload = schema.overload_name();
@@ -61,7 +61,6 @@ bool run_float64_as_bits(const c10::OperatorHandle& op, c10::DeviceIndex device,
   } else {
     return false;
   }
-  (void)device;
   torch::jit::drop(*stack, n);
   stack->emplace_back(std::move(result));
   return true;

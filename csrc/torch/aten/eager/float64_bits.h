@@ -14,6 +14,6 @@ bool float64_without_shaders(const at::Tensor& t);
 
 // copy_, clone, zero_ and fill_.Scalar of such float64 tensors: runs the op
 // and returns true, or returns false having changed nothing.
-bool run_float64_as_bits(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack);
+bool run_float64_as_bits(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 }  // namespace openneuron::integration

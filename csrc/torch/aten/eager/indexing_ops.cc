@@ -397,9 +397,7 @@ bool sort_op(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit:
   const int64_t dim = c10::maybe_wrap_dim(dim_arg, static_cast<int64_t>(sizes.size()));
   const int64_t kept = form == SortForm::topk ? args[1].toInt() : sizes[dim];
   if (merge) {
-    if (self.numel() > 0 && kept > 0 && !merge_sort(self.dim() ? self : self.reshape({1}), dim, descending, kept,
-                                                    outs, device, suffix))
-      return false;
+    if (self.numel() > 0 && kept > 0 && !merge_sort(self, dim, descending, kept, outs, device, suffix)) return false;
   } else if (self.numel() > 0 && kept > 0)
     launch_compiled_kernel(k.kernel, {dense(self), outs[0], outs[1]},
                            {prod(sizes, 0, dim), sizes[dim], prod(sizes, dim + 1, sizes.size()), descending,

@@ -146,11 +146,9 @@ bool gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, const
   }
   const int64_t kernel = library_kernel(device, launch.entry + (dtype == at::kFloat ? "_f32" : "_f64"));
   if (kernel < 0) return false;
-  if (launch.swap_operands)
-    launch_compiled_kernel(kernel, {b, a, out, beta == 0 ? out : x}, compiler::swapped_gemm_scalars(scalars),
-                           launch.workgroups);
-  else
-    launch_compiled_kernel(kernel, {a, b, out, beta == 0 ? out : x}, scalars, launch.workgroups);
+  const bool swap = launch.swap_operands;  // C^T = B^T A^T
+  launch_compiled_kernel(kernel, {swap ? b : a, swap ? a : b, out, beta == 0 ? out : x},
+                         swap ? compiler::swapped_gemm_scalars(scalars) : scalars, launch.workgroups);
   return true;
 }
 
