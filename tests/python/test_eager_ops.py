@@ -681,6 +681,18 @@ def test_small_row_matmuls_ignore_beta_zero_bias_and_thread_count():
     assert torch.equal(one, two)  # each output computed whole by one thread
 
 
+@pytest.fixture
+def onednn_route(monkeypatch):
+    """The oneDNN route whatever this CPU is (on Intel CPUs the default is
+    ATen's kernel: MKL is as fast there)."""
+    import openneuron
+    monkeypatch.setenv("OPENNEURON_HOST_MATMUL", "onednn")
+    openneuron._C._reload_settings()
+    yield
+    monkeypatch.delenv("OPENNEURON_HOST_MATMUL")
+    openneuron._C._reload_settings()
+
+
 def _onednn_calls(fn):
     """fn's result and how many matrix products it ran through oneDNN."""
     with torch.profiler.profile() as prof:
@@ -694,7 +706,7 @@ def _major(t, major):
 
 @pytest.mark.parametrize("a_major", ["row", "column"])
 @pytest.mark.parametrize("b_major", ["row", "column"])
-def test_large_matmuls_run_onednn_and_match_cpu(a_major, b_major):
+def test_large_matmuls_run_onednn_and_match_cpu(a_major, b_major, onednn_route):
     """Large float32 products (linear layers and their backward) run through
     oneDNN, in every row/column-major layout: the CPU's values within float32
     rounding, about as close to float64 as the CPU's own BLAS."""
@@ -711,7 +723,7 @@ def test_large_matmuls_run_onednn_and_match_cpu(a_major, b_major):
 
 
 @pytest.mark.filterwarnings("ignore:TF32 acceleration")
-def test_large_matmuls_route_by_bias_scaling_layout_and_mkldnn_switch():
+def test_large_matmuls_route_by_bias_scaling_layout_and_mkldnn_switch(onednn_route):
     """oneDNN takes mm and addmm with a [n] bias at beta = alpha = 1 (a
     linear layer); other scalings, biases and strided operands, products too
     small to repay oneDNN's setup, and torch.backends.mkldnn.enabled=False
@@ -738,7 +750,7 @@ def test_large_matmuls_route_by_bias_scaling_layout_and_mkldnn_switch():
 
 
 @pytest.mark.parametrize("tokens, onednn, atol", [(2, False, 1e-5), (1024, True, 1e-4)])
-def test_linear_layers_forward_and_backward_match_cpu(tokens, onednn, atol):
+def test_linear_layers_forward_and_backward_match_cpu(tokens, onednn, atol, onednn_route):
     """A decode step's few rows (small-GEMM kernel) and a batch of sequences
     (oneDNN, for the forward and both gradients)."""
     torch.manual_seed(0)
@@ -756,6 +768,61 @@ def test_linear_layers_forward_and_backward_match_cpu(tokens, onednn, atol):
     torch.testing.assert_close(lin_n.weight.grad.cpu(), lin.weight.grad, rtol=1e-5, atol=10 * atol)
     with pytest.raises(RuntimeError, match="cannot be multiplied"):
         torch.mm(torch.ones(2, 3, device=DEV), torch.ones(4, 5, device=DEV))
+
+
+@pytest.mark.parametrize("route", ["aten", "auto"])
+def test_large_matmuls_route_by_cpu_vendor(route, monkeypatch):
+    """OPENNEURON_HOST_MATMUL=aten: ATen's kernel, the CPU's exact values;
+    auto: oneDNN unless the CPU is an Intel one (where MKL is as fast and
+    reads a transposed left operand in place); a bad value is refused."""
+    import openneuron
+    g = torch.Generator().manual_seed(2)
+    a, b = torch.randn(512, 256, generator=g).t(), torch.randn(512, 384, generator=g)
+    intel = "GenuineIntel" in open("/proc/cpuinfo").read()
+    monkeypatch.setenv("OPENNEURON_HOST_MATMUL", route)
+    openneuron._C._reload_settings()
+    try:
+        got, calls = _onednn_calls(lambda: torch.mm(a.to(DEV), b.to(DEV)))
+        assert calls == (0 if route == "aten" or intel else 1)
+        if calls == 0:
+            assert torch.equal(got.cpu(), a @ b)
+        monkeypatch.setenv("OPENNEURON_HOST_MATMUL", "mkl")
+        with pytest.raises(ValueError, match="OPENNEURON_HOST_MATMUL='mkl' is not valid"):
+            openneuron._C._reload_settings()
+    finally:
+        monkeypatch.delenv("OPENNEURON_HOST_MATMUL")
+        openneuron._C._reload_settings()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_accumulating_row_updates_match_cpu(dtype):
+    """index_put_(self, [rows], values, accumulate=True), the embedding
+    gradient's update, on the host's row kernel: 1-d and n-d indices,
+    negative and repeated rows, the functional form leaving self alone; an
+    index out of range raises ATen's error naming the op, and self is
+    unchanged; other forms (broadcast values, strided self, no accumulate)
+    take ATen's kernel."""
+    g = torch.Generator().manual_seed(3)
+    table = torch.randn(50, 4, 3, generator=g, dtype=dtype)
+    for index in (torch.tensor([1, -1, 7, 1, 1, 49]), torch.randint(-50, 50, (5, 7), generator=g)):
+        values = torch.randn(*index.shape, 4, 3, generator=g, dtype=dtype)
+        want = table.clone().index_put_((index,), values, accumulate=True)
+        t = table.to(DEV)
+        got = t.index_put((index.to(DEV),), values.to(DEV), accumulate=True)
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-6, atol=1e-6)
+        assert torch.equal(t.cpu(), table)  # functional: self untouched
+        t.index_put_((index.to(DEV),), values.to(DEV), accumulate=True)
+        torch.testing.assert_close(t.cpu(), want, rtol=1e-6, atol=1e-6)
+    t = table.to(DEV)
+    with pytest.raises(IndexError, match="index 50 is out of bounds for dimension 0 with size 50.*index_put_"):
+        t.index_put_((torch.tensor([0, 50], device=DEV),), torch.ones(2, 4, 3, device=DEV, dtype=dtype), True)
+    assert torch.equal(t.cpu(), table)
+    index, row = torch.tensor([3, 3, 0]), torch.randn(4, 3, generator=g, dtype=dtype)
+    for fn in (lambda t, i, v: t.index_put_((i,), v, accumulate=True),                  # broadcast values
+               lambda t, i, v: t.transpose(1, 2).index_put_((i,), v.t(), accumulate=True),  # strided self
+               lambda t, i, v: t.index_put_((i,), v.expand(3, 4, 3), accumulate=False)):
+        want = fn(table.clone(), index, row)
+        torch.testing.assert_close(fn(table.to(DEV), index.to(DEV), row.to(DEV)).cpu(), want, rtol=1e-6, atol=1e-6)
 
 
 def test_foreach_ops_over_many_aliasing_tensors_match_cpu():

@@ -75,7 +75,8 @@ bool is_generated_family(const std::string& aten_op) {
       "aten.t", "aten.transpose", "aten.clone", "aten.copy", "aten._to_copy", "aten.full", "aten.full_like",
       "aten.scalar_tensor", "prims.convert_element_type", "aten.clamp", "aten.alias",
       "aten.split", "aten.split_with_sizes", "aten.unbind", "aten.arange", "aten.constant_pad_nd", "aten.cat",
-      "aten.native_layer_norm", "aten.native_layer_norm_backward", "aten.select_backward"};
+      "aten.native_layer_norm", "aten.native_layer_norm_backward", "aten.select_backward",
+      "aten.slice_scatter"};
   return find_pointwise(aten_op) || others.count(base_name(aten_op));
 }
 

@@ -245,6 +245,7 @@ class Lowerer {
     if (base == "aten.arange") return tensor(lower_arange(node, target));
     if (base == "aten.constant_pad_nd") return tensor(lower_pad(node));
     if (base == "aten.cat") return tensor(lower_cat(node));
+    if (target == "aten.slice_scatter.default") return tensor(lower_slice_scatter(node));
     if (base == "aten.split_with_sizes" || base == "aten.split" || base == "aten.unbind")
       return lower_split(node, base);
     if (Node* view = lower_view(node, base)) return tensor(view);
@@ -821,10 +822,7 @@ class Lowerer {
     if (base == "aten.slice") {
       int64_t dim = rank ? norm(const_int(arg(node, 1, "dim").is_null() ? Json::integer(0) : arg(node, 1, "dim"))) : 0;
       const Json& start_arg = arg(node, 2, "start");
-      Expr start = start_arg.is_null() ? Expr(0) : int_arg(start_arg);
-      if (start.is_const() && start.value() < 0) start = Expr::max(x->shape[dim] + start, Expr(0));
-      if (start.is_const() && x->shape[dim].is_const() && start.value() > x->shape[dim].value())
-        start = x->shape[dim];
+      const Expr start = slice_start(start_arg.is_null() ? Expr(0) : int_arg(start_arg), x->shape[dim]);
       const Json& step_arg = arg(node, 4, "step");
       Expr step = step_arg.is_null() ? Expr(1) : int_arg(step_arg);
       Node* v = view(x, "slice", m.shape);
@@ -945,6 +943,59 @@ class Lowerer {
     Node* v = view(view(grad, "reshape", unsqueezed), "pad", m.shape);
     v->view_args = lead;
     return v;
+  }
+
+  // A slice's start as ATen takes it: a negative one counts from the end,
+  // and it is clamped to [0, size]. A symbolic start may be negative (an int
+  // argument Dynamo made symbolic), so it is normalized in the expression.
+  static Expr slice_start(const Expr& start, const Expr& size) {
+    if (start.is_const() && start.value() >= 0) {
+      return size.is_const() && start.value() > size.value() ? size : start;
+    }
+    if (start.is_const()) return Expr::max(size + start, Expr(0));
+    const Expr negative = Expr::min(Expr::max(Expr(0) - start, Expr(0)), Expr(1));  // 1 when start < 0
+    return Expr::max(Expr::min(start + size * negative, size), Expr(0));
+  }
+
+  // slice_scatter(self, src, dim, start, end, step=1): src padded into its
+  // place along dim, self elsewhere; one pointwise kernel with its
+  // neighbours (a slice's backward: zeros and this), where ATen fills and
+  // copies. Steps other than 1 stay an extern.
+  Node* lower_slice_scatter(const Json& node) {
+    TensorMeta m = tensor_meta(node.at("meta"));
+    Node* self = tensor_arg(node.at("args")[0]);
+    Node* src = tensor_arg(node.at("args")[1]);
+    if (!self || !src || is_complex(m.dtype) || src->rank() != self->rank())
+      throw UnsupportedError("slice_scatter operands");
+    const int rank = self->rank();
+    const Json& dim_arg = arg(node, 2, "dim");
+    int64_t dim = dim_arg.is_null() ? 0 : const_int(dim_arg);
+    if (dim < 0) dim += rank;
+    if (dim < 0 || dim >= rank) throw UnsupportedError("slice_scatter dim out of range");
+    const Json& step_arg = arg(node, 5, "step");
+    if (!step_arg.is_null() && const_int(step_arg) != 1) throw UnsupportedError("slice_scatter with a step");
+    const Json& start_arg = arg(node, 3, "start");
+    const Expr start = slice_start(start_arg.is_null() ? Expr(0) : int_arg(start_arg), self->shape[dim]);
+    // src's extent along dim is the slice's length (ATen checks it).
+    const Expr end = start + src->shape[dim];
+    Node* placed = view(cast(src, m.dtype), "pad", m.shape);
+    placed->view_args.assign(rank, Expr(0));
+    placed->view_args[dim] = start;
+    std::vector<Expr> index_shape(rank - dim, Expr(1));
+    index_shape[0] = m.shape[dim];
+    Node* index = broadcast(view(pointwise("iota", {}, {m.shape[dim]}, DType::Int64, DType::Int64), "reshape",
+                                 index_shape), m.shape);
+    auto index_below = [&](const Expr& bound) {
+      Operand o;
+      o.scalar_is_int = true;
+      if (bound.is_const()) o.scalar = static_cast<double>(bound.value());
+      else o.sym = bound;
+      return pointwise("lt", {index, scalar_constant(o, DType::Int64, m.shape)}, m.shape, DType::Bool,
+                       DType::Int64);
+    };
+    Node* base = cast(self, m.dtype);
+    Node* inside = pointwise("where", {index_below(end), placed, base}, m.shape, m.dtype, compute_dtype(m.dtype));
+    return pointwise("where", {index_below(start), base, inside}, m.shape, m.dtype, compute_dtype(m.dtype));
   }
 
   // cat: each part padded into its place along the dim, the first part

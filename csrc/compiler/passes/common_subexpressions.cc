@@ -1,7 +1,8 @@
 // Common-subexpression elimination: two compute nodes with the same op,
-// attributes and inputs are one node.
+// attributes and inputs are one node, unless an extern writes one of them.
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "compiler/passes/passes.h"
 
@@ -19,11 +20,23 @@ static std::string signature(const Node& n) {
   return s;
 }
 
+// An extern whose op is an in-place overload ("aten.scatter_.src") writes
+// its inputs: two equal values it may write are two buffers.
+static bool writes_its_inputs(const Node& n) {
+  if (n.kind != NodeKind::Extern) return false;
+  const size_t name_end = n.op.rfind('.');
+  return name_end != std::string::npos && name_end > 0 && n.op[name_end - 1] == '_';
+}
+
 int eliminate_common_subexpressions(Graph& g) {
+  std::set<const Node*> written;
+  for (auto& n : g.nodes())
+    if (!n->dead && writes_its_inputs(*n)) written.insert(n->inputs.begin(), n->inputs.end());
   std::map<std::string, Node*> seen;
   int merged = 0;
   for (auto& n : g.nodes()) {
     if (n->dead || !n->is_compute() || n->is_store()) continue;  // each store writes its own input
+    if (written.count(n.get())) continue;
     auto [it, fresh] = seen.emplace(signature(*n), n.get());
     if (fresh) continue;
     replace_uses(g, n.get(), it->second);

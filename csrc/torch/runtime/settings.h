@@ -27,6 +27,9 @@ struct Settings {
   // Ops without a device kernel run as PyTorch's decompositions on the
   // device before the CPU fallback (OPENNEURON_EAGER_DECOMPOSITIONS, on).
   bool eager_decompositions = true;
+  // Large float32 products on the host driver (OPENNEURON_HOST_MATMUL):
+  // Auto picks oneDNN where MKL is slow (onednn_matmul.cc says why).
+  enum class HostMatmul { Auto, OneDnn, Aten } host_matmul = HostMatmul::Auto;
   // The compiler's persistent kernel cache, as torch.compile uses it
   // (OPENNEURON_COMPILE_CACHE*, read the same way as compiler/config.py).
   std::string compile_cache_dir;

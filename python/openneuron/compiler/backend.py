@@ -24,6 +24,7 @@ from . import _native, metrics, precompile
 from .config import settings
 from .fallbacks import CompileFallbackWarning, StrictCompileError, report_fallbacks, with_constants  # noqa: F401
 from .foreach import foreach_decompositions
+from .fresh_buffers import reinplace_fresh_buffer_updates
 from .host_scalars import split_host_foreach
 from .pooling import pooling_decompositions
 from .serialize import graph_json
@@ -223,7 +224,7 @@ def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "forw
                "debug": bool(s.debug_dir),
                "target": _C._device_properties(device.index or 0)["kernel_target"]}
     try:
-        gm, constants = _lift_constants(_reinplace_foreach_updates(split_host_foreach(_reinplace_input_updates(gm))))
+        gm, constants = _lift_constants(_reinplace_foreach_updates(split_host_foreach(_reinplace_input_updates(reinplace_fresh_buffer_updates(gm)))))
         graph = graph_json(gm)
         graph_text = json.dumps(graph)
         plan = _native.compile_graph(graph_text, options)
