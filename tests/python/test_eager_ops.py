@@ -648,7 +648,7 @@ def _small_row_operands(rows, n, k, layout, g):
 
 @pytest.mark.parametrize("rows", [1, 2, 5, 8, 9])
 @pytest.mark.parametrize("layout", ["weight_t", "rows", "strided"])
-def test_small_row_matmuls_match_cpu(rows, layout):
+def test_small_row_matmuls_match_cpu(rows, layout, own_routes):
     """Products with few rows (a decode step's tokens times a weight) run the
     host driver's small-GEMM kernel: the CPU's values within float32 rounding,
     for every layout, bias broadcast and scaling."""
@@ -665,7 +665,7 @@ def test_small_row_matmuls_match_cpu(rows, layout):
             torch.testing.assert_close(got.cpu(), expected, **tol)
 
 
-def test_small_row_matmuls_ignore_beta_zero_bias_and_thread_count():
+def test_small_row_matmuls_ignore_beta_zero_bias_and_thread_count(own_routes):
     g = torch.Generator().manual_seed(0)
     a, b = _small_row_operands(2, 768, 256, "weight_t", g)
     nan_bias = torch.full((768,), float("nan"), device=DEV)
@@ -682,11 +682,11 @@ def test_small_row_matmuls_ignore_beta_zero_bias_and_thread_count():
 
 
 @pytest.fixture
-def onednn_route(monkeypatch):
-    """The oneDNN route whatever this CPU is (on Intel CPUs the default is
-    ATen's kernel: MKL is as fast there)."""
+def own_routes(monkeypatch):
+    """The few-row kernel and oneDNN whatever this CPU is (on Intel CPUs the
+    default is ATen's kernel: MKL is as fast there)."""
     import openneuron
-    monkeypatch.setenv("OPENNEURON_HOST_MATMUL", "onednn")
+    monkeypatch.setenv("OPENNEURON_HOST_MATMUL", "own")
     openneuron._C._reload_settings()
     yield
     monkeypatch.delenv("OPENNEURON_HOST_MATMUL")
@@ -706,7 +706,7 @@ def _major(t, major):
 
 @pytest.mark.parametrize("a_major", ["row", "column"])
 @pytest.mark.parametrize("b_major", ["row", "column"])
-def test_large_matmuls_run_onednn_and_match_cpu(a_major, b_major, onednn_route):
+def test_large_matmuls_run_onednn_and_match_cpu(a_major, b_major, own_routes):
     """Large float32 products (linear layers and their backward) run through
     oneDNN, in every row/column-major layout: the CPU's values within float32
     rounding, about as close to float64 as the CPU's own BLAS."""
@@ -723,7 +723,7 @@ def test_large_matmuls_run_onednn_and_match_cpu(a_major, b_major, onednn_route):
 
 
 @pytest.mark.filterwarnings("ignore:TF32 acceleration")
-def test_large_matmuls_route_by_bias_scaling_layout_and_mkldnn_switch(onednn_route):
+def test_large_matmuls_route_by_bias_scaling_layout_and_mkldnn_switch(own_routes):
     """oneDNN takes mm and addmm with a [n] bias at beta = alpha = 1 (a
     linear layer); other scalings, biases and strided operands, products too
     small to repay oneDNN's setup, and torch.backends.mkldnn.enabled=False
@@ -750,7 +750,7 @@ def test_large_matmuls_route_by_bias_scaling_layout_and_mkldnn_switch(onednn_rou
 
 
 @pytest.mark.parametrize("tokens, onednn, atol", [(2, False, 1e-5), (1024, True, 1e-4)])
-def test_linear_layers_forward_and_backward_match_cpu(tokens, onednn, atol, onednn_route):
+def test_linear_layers_forward_and_backward_match_cpu(tokens, onednn, atol, own_routes):
     """A decode step's few rows (small-GEMM kernel) and a batch of sequences
     (oneDNN, for the forward and both gradients)."""
     torch.manual_seed(0)

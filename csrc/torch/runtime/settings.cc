@@ -51,13 +51,13 @@ Settings read_settings() {
     s.eager_fusion = flag("OPENNEURON_EAGER_FUSION", true) ? Settings::Fusion::On : Settings::Fusion::Off;
   s.eager_decompositions = flag("OPENNEURON_EAGER_DECOMPOSITIONS", true);
   const auto matmul = env("OPENNEURON_HOST_MATMUL");
-  if (matmul == "onednn") {
-    s.host_matmul = Settings::HostMatmul::OneDnn;
+  if (matmul == "own") {
+    s.host_matmul = Settings::HostMatmul::Own;
   } else if (matmul == "aten") {
     s.host_matmul = Settings::HostMatmul::Aten;
   } else {
     TORCH_CHECK_VALUE(matmul.empty() || matmul == "auto", "OPENNEURON_HOST_MATMUL='", matmul,
-                      "' is not valid: use auto, onednn or aten.");
+                      "' is not valid: use auto, own or aten.");
   }
   s.compile_cache_enabled = flag("OPENNEURON_COMPILE_CACHE", true);
   s.compile_cache_dir = env("OPENNEURON_COMPILE_CACHE_DIR");

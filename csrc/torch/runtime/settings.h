@@ -27,9 +27,10 @@ struct Settings {
   // Ops without a device kernel run as PyTorch's decompositions on the
   // device before the CPU fallback (OPENNEURON_EAGER_DECOMPOSITIONS, on).
   bool eager_decompositions = true;
-  // Large float32 products on the host driver (OPENNEURON_HOST_MATMUL):
-  // Auto picks oneDNN where MKL is slow (onednn_matmul.cc says why).
-  enum class HostMatmul { Auto, OneDnn, Aten } host_matmul = HostMatmul::Auto;
+  // float32 products on the host driver (OPENNEURON_HOST_MATMUL): our
+  // routes (few-row kernel, oneDNN) or ATen's; Auto picks ours where MKL is
+  // slow (onednn_matmul.cc says why).
+  enum class HostMatmul { Auto, Own, Aten } host_matmul = HostMatmul::Auto;
   // The compiler's persistent kernel cache, as torch.compile uses it
   // (OPENNEURON_COMPILE_CACHE*, read the same way as compiler/config.py).
   std::string compile_cache_dir;

@@ -30,25 +30,6 @@ const c10::OperatorHandle* linear_op() {
   return op && op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ? &*op : nullptr;
 }
 
-// MKL, ATen's BLAS, takes its fast code paths on Intel CPUs only. On an AMD
-// EPYC oneDNN measured 1.3-2.5x faster than MKL from 2^22 multiply-adds; on
-// an Intel Xeon MKL matches oneDNN and reads a column-major left operand in
-// place, where oneDNN's linear needs it transposed first (a weight
-// gradient: 10-20 % slower), so there ATen's kernel is the faster route.
-bool onednn_is_faster_here() {
-  switch (settings().host_matmul) {
-    case Settings::HostMatmul::OneDnn: return true;
-    case Settings::HostMatmul::Aten: return false;
-    case Settings::HostMatmul::Auto: break;
-  }
-#if defined(__x86_64__) || defined(__i386__)
-  static const bool intel = __builtin_cpu_is("intel");
-  return !intel;
-#else
-  return true;
-#endif
-}
-
 // oneDNN reads row- and column-major operands in place; other strides would
 // make it (or us) copy first.
 bool row_or_column_major(const at::Tensor& t) {
@@ -73,6 +54,26 @@ at::Tensor row_major(const at::Tensor& a) {
 
 }  // namespace
 
+// MKL, ATen's BLAS, takes its fast code paths on Intel CPUs only. On an AMD
+// EPYC oneDNN measured 1.3-2.5x faster than MKL from 2^22 multiply-adds and
+// the few-row kernel 2-6x faster for a decode step's products; on an Intel
+// Xeon MKL matched or beat both, and reads a column-major left operand in
+// place where oneDNN's linear needs it transposed first (a weight
+// gradient: 10-20 % slower). There ATen's kernel is the faster route.
+bool own_matmul_routes_are_faster() {
+  switch (settings().host_matmul) {
+    case Settings::HostMatmul::Own: return true;
+    case Settings::HostMatmul::Aten: return false;
+    case Settings::HostMatmul::Auto: break;
+  }
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool intel = __builtin_cpu_is("intel");
+  return !intel;
+#else
+  return true;
+#endif
+}
+
 bool plain_float_matrix(const at::Tensor& t, c10::Device device) {
   return t.defined() && t.device() == device && t.layout() == at::kStrided &&
          t.scalar_type() == at::kFloat && t.dim() == 2;
@@ -89,7 +90,7 @@ std::optional<at::Tensor> onednn_matmul(const at::Tensor& a, const at::Tensor& b
   if (bias && !(bias->defined() && bias->device() == device && bias->scalar_type() == at::kFloat &&
                 bias->dim() == 1 && bias->size(0) == n && bias->is_contiguous()))
     return std::nullopt;
-  if (!at::globalContext().userEnabledMkldnn() || !onednn_is_faster_here()) return std::nullopt;
+  if (!at::globalContext().userEnabledMkldnn() || !own_matmul_routes_are_faster()) return std::nullopt;
   const c10::OperatorHandle* op = linear_op();
   if (!op) return std::nullopt;
 

@@ -14,6 +14,10 @@ namespace openneuron::integration {
 // A float32 matrix (2-D, strided) on `device`: what both matmul routes take.
 bool plain_float_matrix(const at::Tensor& t, c10::Device device);
 
+// Whether the few-row kernel and oneDNN beat ATen's BLAS (MKL) on this CPU:
+// on all but Intel's (OPENNEURON_HOST_MATMUL overrides).
+bool own_matmul_routes_are_faster();
+
 // a @ b (+ bias, a 1-D [n] tensor, when given), or nullopt when oneDNN does
 // not apply: not float32 matrices on one neuron device, an operand neither
 // row- nor column-major, too little work to repay oneDNN's per-call setup,

@@ -2,8 +2,9 @@
 // times a weight matrix: linear layers, the LM head) run the host driver's
 // small-GEMM kernel, which reads each weight element once; BLAS libraries
 // tune for many rows and take several times as long here. Large float32
-// products run through oneDNN (onednn_matmul.h). Every other call takes the
-// direct route to ATen's CPU kernel like any other op.
+// products run through oneDNN (onednn_matmul.h). Both only where they beat
+// ATen's MKL (not on Intel CPUs). Every other call takes the direct route
+// to ATen's CPU kernel like any other op.
 #include "torch/aten/host/direct_route.h"  // first: the op headers need its includes
 
 #include <ATen/Parallel.h>
@@ -44,7 +45,7 @@ std::optional<SmallGemmF32> small_product(const at::Tensor& a, const at::Tensor&
   g.b = b.const_data_ptr<float>();
   g.b_k_stride = g.k == 1 ? 1 : b.stride(0);
   g.b_n_stride = g.n == 1 ? 1 : b.stride(1);
-  if (!host_kernels()->small_gemm_applies(g)) return std::nullopt;
+  if (!host_kernels()->small_gemm_applies(g) || !own_matmul_routes_are_faster()) return std::nullopt;
   return g;
 }
 
