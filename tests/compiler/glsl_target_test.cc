@@ -98,6 +98,39 @@ TEST(GlslTarget, Float64TranscendentalsAreRefusedNotNarrowed) {
   }
 }
 
+// x.t() + 1 over [rows, cols]: the kernel turns a flat index into two
+// coordinates. Its divisions are 32-bit where the extent fits in 31 bits:
+// chosen when compiled for constant sizes, by a branch for symbolic ones.
+std::string transposed_add_source(const std::string& rows, const std::string& cols, const std::string& symbols) {
+  const std::string graph = R"({"symbols": [)" + symbols + R"(], "inputs": [
+     {"name": "x", "meta": {"t": "tensor", "dtype": "float32", "shape": [)" + rows + ", " + cols +
+                            R"(], "stride": [)" + cols + R"(, 1], "offset": 0}}],
+   "nodes": [
+     {"name": "p", "target": "aten.permute.default", "args": [{"ref": "x"}, [1, 0]], "kwargs": {},
+      "meta": {"t": "tensor", "dtype": "float32", "shape": [)" + cols + ", " + rows + R"(], "stride": [1, )" + cols +
+                            R"(], "offset": 0}},
+     {"name": "y", "target": "aten.add.Tensor", "args": [{"ref": "p"}, 1], "kwargs": {},
+      "meta": {"t": "tensor", "dtype": "float32", "shape": [)" + cols + ", " + rows + R"(], "stride": [)" + rows +
+                            R"(, 1], "offset": 0}}],
+   "outputs": [{"ref": "y"}]})";
+  Json plan = Json::parse(compile_graph(graph, R"({"target": "glsl", "cache_enabled": false, "debug": true})"));
+  return plan.at("source").as_string();
+}
+
+TEST(GlslTarget, IndexDivisionsAre32BitWhereTheExtentFits) {
+  const std::string symbolic = transposed_add_source(R"("s0")", R"("s1")", R"("s0", "s1")");
+  EXPECT_NE(symbolic.find("<= 2147483647L) {"), std::string::npos) << symbolic;
+  EXPECT_NE(symbolic.find("uint irest = uint(on_i);"), std::string::npos) << symbolic;
+  EXPECT_NE(symbolic.find("int64_t irest = on_i;"), std::string::npos) << symbolic;
+  const std::string small = transposed_add_source("3000", "7000", "");
+  EXPECT_EQ(small.find("<= 2147483647L"), std::string::npos) << small;
+  EXPECT_NE(small.find("uint irest = uint(on_i);"), std::string::npos) << small;
+  EXPECT_EQ(small.find("int64_t irest"), std::string::npos) << small;
+  const std::string large = transposed_add_source("70000", "70000", "");  // 4.9e9 elements
+  EXPECT_EQ(large.find("uint irest"), std::string::npos) << large;
+  EXPECT_NE(large.find("int64_t irest = on_i;"), std::string::npos) << large;
+}
+
 }  // namespace
 }  // namespace openneuron::compiler
 #endif

@@ -311,19 +311,57 @@ class GlslKernelWriter {
     line(target + " = " + stored + ";");
   }
 
-  // Coordinates of flat index `flat` over `dims` of the group's shape.
+  // Coordinates of flat index `flat` (0 <= flat < the dims' extent) over
+  // `dims` of the group's shape. GPUs emulate 64-bit division (dozens of
+  // instructions; 32-bit is a few), so where the extent fits in 31 bits the
+  // divisions are 32-bit: decided here for constant extents, else by a
+  // branch the whole dispatch takes alike. The outermost dim needs none.
   void decompose(const std::string& flat, const std::string& prefix, const std::vector<int64_t>& dims,
                  std::vector<Expr>& coord) {
-    line("int64_t " + prefix + "rest = " + flat + ";");
+    std::vector<int64_t> live;  // dims of size > 1, innermost first
     for (auto it = dims.rbegin(); it != dims.rend(); ++it) {
       if (g_.shape[*it].equals(1)) {
         coord[*it] = Expr(0);
-        continue;
+      } else {
+        live.push_back(*it);
+        coord[*it] = Expr::symbol(prefix + std::to_string(*it));
       }
-      const std::string var = prefix + std::to_string(*it), size = expr_glsl(g_.shape[*it]);
-      line("const int64_t " + var + " = " + prefix + "rest % " + size + "; " + prefix + "rest /= " + size + ";");
-      coord[*it] = Expr::symbol(var);
     }
+    if (live.empty()) return;
+    if (live.size() == 1) {
+      line("const int64_t " + prefix + std::to_string(live[0]) + " = " + flat + ";");
+      return;
+    }
+    std::string declared = "int64_t";
+    for (size_t i = 0; i < live.size(); ++i) declared += (i ? ", " : " ") + prefix + std::to_string(live[i]);
+    line(declared + ";");
+    auto divide = [&](bool narrow) {
+      const std::string rest = prefix + "rest";
+      line(std::string(narrow ? "uint " : "int64_t ") + rest + " = " + (narrow ? "uint(" + flat + ")" : flat) + ";");
+      for (size_t i = 0; i < live.size(); ++i) {
+        const std::string var = prefix + std::to_string(live[i]);
+        if (i + 1 == live.size()) {
+          line(var + " = " + (narrow ? "int64_t(" + rest + ")" : rest) + ";");
+          break;
+        }
+        const std::string size = narrow ? "uint(" + expr_glsl(g_.shape[live[i]]) + ")" : expr_glsl(g_.shape[live[i]]);
+        const std::string mod = rest + " % " + size;
+        line(var + " = " + (narrow ? "int64_t(" + mod + ")" : mod) + "; " + rest + " /= " + size + ";");
+      }
+    };
+    const Expr n = extent(dims);
+    constexpr int64_t kNarrow = 2147483647;
+    if (n.is_const()) {
+      line("{");
+      divide(n.value() <= kNarrow);
+      line("}");
+      return;
+    }
+    line("if (" + expr_glsl(n) + " <= " + std::to_string(kNarrow) + "L) {");
+    divide(true);
+    line("} else {");
+    divide(false);
+    line("}");
   }
 
   Expr extent(const std::vector<int64_t>& dims) const {
