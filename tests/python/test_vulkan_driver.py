@@ -63,6 +63,28 @@ def test_properties_and_generated_kernels_match_cpu():
     """, env=VULKAN, timeout=300)
 
 
+def test_large_kernels_loop_with_fewer_workgroups_than_elements():
+    # Past 256 workgroups per compute unit, each workgroup loops over
+    # several elements or rows (lavapipe stops an invocation after 65535
+    # loop trips: the grid keeps every invocation far from that): many short
+    # rows, few long ones, permuted coordinates, multi-pass rows (softmax).
+    run_python("""
+    import torch
+    g = torch.Generator().manual_seed(0)
+    for shape in [(1 << 21, 2), (3, 1 << 21), (1 << 23,), (64, 2, 32768)]:
+        x = torch.randn(*shape, generator=g)
+        xd = x.to("neuron")
+        torch.testing.assert_close(xd.sum(-1).cpu(), x.sum(-1), rtol=1e-5, atol=1e-3)
+        torch.testing.assert_close(xd.amax(0).cpu(), x.amax(0))
+        assert torch.equal((xd * 2 + 1).cpu(), x * 2 + 1)
+        if x.dim() == 3:
+            assert torch.equal((xd.permute(2, 0, 1) - 1).cpu(), x.permute(2, 0, 1) - 1)
+            torch.testing.assert_close(xd.permute(2, 0, 1).exp().cpu(), x.permute(2, 0, 1).exp())
+        torch.testing.assert_close(xd.softmax(-1).cpu(), x.softmax(-1), rtol=1e-5, atol=1e-6)
+    assert not torch.neuron.fallback_report(), torch.neuron.fallback_report()
+    """, env=VULKAN)
+
+
 def test_indexing_scan_and_loss_kernels_run_on_the_device():
     """The GLSL library's index_select/embedding, gather/scatter, nll_loss,
     cumsum/cumprod, argmax/max.dim and arange/linspace kernels: results as

@@ -1,6 +1,7 @@
 #include "torch/runtime/profiler.h"
 #include "torch/runtime/compiled_kernels.h"
 
+#include <algorithm>
 #include <ATen/EmptyTensor.h>
 #include <ATen/Parallel.h>
 #include <c10/core/DeviceGuard.h>
@@ -23,25 +24,36 @@ namespace {
 
 // The grid of a generated kernel's dispatch. The C++ target's kernels take
 // one workgroup per thread they may use (0 here: decided at each launch).
-// The GLSL target's loop over their elements with any grid; it is sized at
-// launch to one invocation per element of the largest buffer (no kernel
-// iterates over more), so no invocation loops long: lavapipe stops any
-// invocation after 65535 loop trips in all.
+// The GLSL target's kernels loop over their elements (and reductions over
+// their rows) with any grid: one invocation per element of the largest
+// buffer (no kernel iterates over more) where that is few workgroups, else
+// enough to fill the device, each looping over several. Workgroups past the
+// work still start and stop: on lavapipe 3.5 us each, most of a row
+// reduction's time when every element had one (a [64, 64000] sum: 129 ms,
+// 20 ms with 64 workgroups). lavapipe stops an invocation after 65535 loop
+// trips in all, so there the grid stays large enough that no invocation
+// nears that (8 trips per element per workgroup at most: a row's passes).
 struct GridRule {
   int64_t workgroup_size = 0;  // 0: the C++ target's rule
   int64_t max_workgroups = 1;
+  int64_t filling_workgroups = 1;
+  int64_t max_loop_trips = 0;  // 0: no limit
 };
 
 GridRule grid_rule(const hal::DeviceProperties& p, const hal::EntryInfo& info) {
   if (p.kernel_target == "cpp") return {};
-  return {std::max(1, info.workgroup_size[0]), std::max<int64_t>(1, p.max_workgroups)};
+  return {std::max(1, info.workgroup_size[0]), std::max<int64_t>(1, p.max_workgroups),
+          int64_t{256} * std::max(1, p.compute_units), p.max_loop_trips};
 }
 
 int64_t launch_workgroups(const GridRule& rule, const std::vector<at::Tensor>& buffers) {
   if (rule.workgroup_size == 0) return at::get_num_threads();
   int64_t elements = 1;
   for (const at::Tensor& t : buffers) elements = std::max(elements, t.numel());
-  return std::min(rule.max_workgroups, (elements + rule.workgroup_size - 1) / rule.workgroup_size);
+  const int64_t per_element = (elements + rule.workgroup_size - 1) / rule.workgroup_size;
+  int64_t enough = rule.filling_workgroups;
+  if (rule.max_loop_trips > 0) enough = std::max(enough, (8 * elements + rule.max_loop_trips - 1) / rule.max_loop_trips);
+  return std::max<int64_t>(1, std::min({rule.max_workgroups, per_element, enough}));
 }
 
 struct Kernel {
