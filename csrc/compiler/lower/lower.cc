@@ -945,6 +945,30 @@ class Lowerer {
     return v;
   }
 
+  // Each element's coordinate along `dim` of `shape` (int64).
+  Node* coordinate_along(int64_t dim, const std::vector<Expr>& shape) {
+    std::vector<Expr> index_shape(shape.size() - dim, Expr(1));
+    index_shape[0] = shape[dim];
+    return broadcast(view(pointwise("iota", {}, {shape[dim]}, DType::Int64, DType::Int64), "reshape", index_shape),
+                     shape);
+  }
+  // Whether `coordinate` < `bound` (a constant or a symbolic size).
+  Node* below(Node* coordinate, const Expr& bound) {
+    Operand o;
+    o.scalar_is_int = true;
+    if (bound.is_const()) o.scalar = static_cast<double>(bound.value());
+    else o.sym = bound;
+    return pointwise("lt", {coordinate, scalar_constant(o, DType::Int64, coordinate->shape)}, coordinate->shape,
+                     DType::Bool, DType::Int64);
+  }
+  // `part` in its place along `dim` of `shape`, from `offset` on (zero elsewhere).
+  Node* placed_at(Node* part, int64_t dim, const Expr& offset, const std::vector<Expr>& shape, DType dtype) {
+    Node* placed = view(cast(part, dtype), "pad", shape);
+    placed->view_args.assign(shape.size(), Expr(0));
+    placed->view_args[dim] = offset;
+    return placed;
+  }
+
   // A slice's start as ATen takes it: a negative one counts from the end,
   // and it is clamped to [0, size]. A symbolic start may be negative (an int
   // argument Dynamo made symbolic), so it is normalized in the expression.
@@ -978,24 +1002,11 @@ class Lowerer {
     const Expr start = slice_start(start_arg.is_null() ? Expr(0) : int_arg(start_arg), self->shape[dim]);
     // src's extent along dim is the slice's length (ATen checks it).
     const Expr end = start + src->shape[dim];
-    Node* placed = view(cast(src, m.dtype), "pad", m.shape);
-    placed->view_args.assign(rank, Expr(0));
-    placed->view_args[dim] = start;
-    std::vector<Expr> index_shape(rank - dim, Expr(1));
-    index_shape[0] = m.shape[dim];
-    Node* index = broadcast(view(pointwise("iota", {}, {m.shape[dim]}, DType::Int64, DType::Int64), "reshape",
-                                 index_shape), m.shape);
-    auto index_below = [&](const Expr& bound) {
-      Operand o;
-      o.scalar_is_int = true;
-      if (bound.is_const()) o.scalar = static_cast<double>(bound.value());
-      else o.sym = bound;
-      return pointwise("lt", {index, scalar_constant(o, DType::Int64, m.shape)}, m.shape, DType::Bool,
-                       DType::Int64);
-    };
+    Node* placed = placed_at(src, dim, start, m.shape, m.dtype);
+    Node* index = coordinate_along(dim, m.shape);
     Node* base = cast(self, m.dtype);
-    Node* inside = pointwise("where", {index_below(end), placed, base}, m.shape, m.dtype, compute_dtype(m.dtype));
-    return pointwise("where", {index_below(start), base, inside}, m.shape, m.dtype, compute_dtype(m.dtype));
+    Node* inside = pointwise("where", {below(index, end), placed, base}, m.shape, m.dtype, compute_dtype(m.dtype));
+    return pointwise("where", {below(index, start), base, inside}, m.shape, m.dtype, compute_dtype(m.dtype));
   }
 
   // cat: each part padded into its place along the dim, the first part
@@ -1022,24 +1033,13 @@ class Lowerer {
     }
     if (parts.size() > kMaxCatParts) throw ExternByDesign("cat of many parts");
     if (parts.empty()) return constant(0, true, m.dtype, m.shape);
-    std::vector<Expr> index_shape(rank - dim, Expr(1));
-    index_shape[0] = m.shape[dim];
-    Node* index = broadcast(view(pointwise("iota", {}, {m.shape[dim]}, DType::Int64, DType::Int64), "reshape",
-                                 index_shape), m.shape);
+    Node* index = coordinate_along(dim, m.shape);
     Node* result = nullptr;
     Expr offset(0);
     for (Node* t : parts) {
-      Node* placed = view(cast(t, m.dtype), "pad", m.shape);
-      placed->view_args.assign(rank, Expr(0));
-      placed->view_args[dim] = offset;
+      Node* placed = placed_at(t, dim, offset, m.shape, m.dtype);
       if (result) {
-        Operand o;
-        o.scalar_is_int = true;
-        if (offset.is_const()) o.scalar = static_cast<double>(offset.value());
-        else o.sym = offset;
-        Node* before = pointwise("lt", {index, scalar_constant(o, DType::Int64, m.shape)}, m.shape, DType::Bool,
-                                 DType::Int64);
-        result = pointwise("where", {before, result, placed}, m.shape, m.dtype, compute_dtype(m.dtype));
+        result = pointwise("where", {below(index, offset), result, placed}, m.shape, m.dtype, compute_dtype(m.dtype));
       } else {
         result = placed;
       }

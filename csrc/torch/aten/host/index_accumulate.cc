@@ -3,8 +3,8 @@
 // embedding_dense_backward, which compiled graphs run) and index_add-like
 // updates of whole rows. ATen's CPU kernel adds element by element through
 // a generic index iterator, with atomic compare-and-swap loops when
-// parallel: 1.7 ms for a 1024-row update of a [8000, 256] table, the
-// largest non-matmul cost of a compiled BERT step. Here each row of values
+// parallel: 845 us for a 1024-row update of a [8000, 256] table (83 us
+// here), the largest non-matmul cost of a compiled BERT step. Here each row of values
 // is added to its row of self with contiguous vector adds, in index order
 // (so duplicates sum in a fixed order: deterministic, unlike ATen's
 // parallel path), threads splitting the columns; an index out of range
