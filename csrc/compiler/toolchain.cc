@@ -78,6 +78,13 @@ const Toolchain& toolchain() {
     // cheap next to a scalar loop; clang has no such limit to raise.
     if (t.version.find("clang") == std::string::npos) t.flags += " --param=vect-max-version-for-alias-checks=64";
     t.cpu_features = cpu_features();
+    // GCC tunes recent x86 CPUs for 256-bit vectors even where AVX-512 is
+    // there; ATen's and Inductor's kernels use 512 bits on such CPUs, and so
+    // do ours: a softmax row kernel (exp-bound) ran 3.0 -> 2.3 ms on a
+    // Sapphire Rapids Xeon. Memory-bound kernels are unchanged.
+    if (t.cpu_features.find("avx512f") != std::string::npos && t.cpu_features.find("avx512bw") != std::string::npos &&
+        t.cpu_features.find("avx512vl") != std::string::npos && t.cpu_features.find("avx512dq") != std::string::npos)
+      t.flags += " -mprefer-vector-width=512";
     return t;
   }();
   return tc;
