@@ -39,6 +39,8 @@ struct PinnedAllocator::Impl {
   std::map<uintptr_t, Block> blocks;  // every held block, by start address
   std::map<size_t, std::vector<uintptr_t>> free_lists;  // by size
   std::vector<uintptr_t> pending;  // freed, events not yet complete
+  std::map<int, std::function<void(uintptr_t, size_t)>> release_listeners;
+  int next_listener = 0;
   PinnedStats stats;
 };
 
@@ -79,6 +81,7 @@ void PinnedAllocator::Impl::process_pending() {
 
 void PinnedAllocator::Impl::release(uintptr_t start) {
   auto it = blocks.find(start);
+  for (auto& [id, listener] : release_listeners) listener(start, it->second.size);
   void* ptr = reinterpret_cast<void*>(start);
   if (it->second.locked) munlock(ptr, it->second.size);
   std::free(ptr);
@@ -164,6 +167,29 @@ bool PinnedAllocator::is_pinned(const void* ptr) const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   const Impl::Block* block = impl_->find(ptr, nullptr);
   return block != nullptr && block->allocated;
+}
+
+bool PinnedAllocator::find_block(const void* ptr, size_t bytes, uintptr_t* start, size_t* size) const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  uintptr_t at = 0;
+  const Impl::Block* block = impl_->find(ptr, &at);
+  if (block == nullptr || !block->allocated) return false;
+  if (reinterpret_cast<uintptr_t>(ptr) + bytes > at + block->size) return false;
+  *start = at;
+  *size = block->size;
+  return true;
+}
+
+int PinnedAllocator::add_release_listener(std::function<void(uintptr_t, size_t)> fn) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const int id = impl_->next_listener++;
+  impl_->release_listeners.emplace(id, std::move(fn));
+  return id;
+}
+
+void PinnedAllocator::remove_release_listener(int id) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->release_listeners.erase(id);
 }
 
 void PinnedAllocator::empty_cache() {

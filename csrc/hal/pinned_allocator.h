@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "hal/queue.h"
@@ -31,6 +33,15 @@ class PinnedAllocator {
   void record_use(const void* ptr, Queue& queue);
   // True when `ptr` points inside a live pinned block.
   bool is_pinned(const void* ptr) const;
+  // The live block holding all of [ptr, ptr + bytes): its start and size;
+  // false when there is none. For drivers that map pinned blocks into a
+  // device's view (imported host memory).
+  bool find_block(const void* ptr, size_t bytes, uintptr_t* start, size_t* size) const;
+  // `fn(start, size)` runs before a block's memory goes back to the OS (no
+  // work uses it any more), with the allocator's lock held: it must not call
+  // into the allocator. Returns an id for remove_release_listener.
+  int add_release_listener(std::function<void(uintptr_t, size_t)> fn);
+  void remove_release_listener(int id);
   void empty_cache();
   PinnedStats stats() const;
 

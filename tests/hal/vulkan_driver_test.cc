@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <numeric>
 #include <thread>
@@ -15,8 +16,10 @@
 #include "hal/drivers/vulkan/spirv_executable_file.h"
 #include "hal/drivers/vulkan/vulkan_device.h"
 #include "hal/drivers/vulkan/vulkan_hazards.h"
+#include "hal/drivers/vulkan/vulkan_host_import.h"
 #include "hal/drivers/vulkan/vulkan_memory.h"
 #include "hal/drivers/vulkan/vulkan_queue.h"
+#include "hal/pinned_allocator.h"
 #include "hal/registry.h"
 #include "test_util.h"
 
@@ -229,6 +232,59 @@ TEST_F(VulkanDriverTest, EventsTimeKernels) {
   end->synchronize();
   EXPECT_GT(start->elapsed_ms(*end), 0.0);
   driver_->free(0, a, n * 4);
+}
+
+// Pinned memory is imported (lavapipe has VK_EXT_external_memory_host): an
+// upload reads the block when the copy runs, not at enqueue (a staged copy
+// would have taken the values of the enqueue), and a download into a block
+// followed by an upload from it, in one batch, gets its barrier.
+TEST_F(VulkanDriverTest, PinnedCopiesUseTheBlockItself) {
+  const int n = 1 << 20;
+  const size_t bytes = n * 4;
+  auto* p = static_cast<float*>(pinned_allocator().allocate(bytes));
+  auto* q = static_cast<float*>(pinned_allocator().allocate(bytes));
+  auto* r = static_cast<float*>(pinned_allocator().allocate(bytes));
+  std::fill(p, p + n, 1.0f);
+  void* a = driver_->allocate(0, bytes);
+  void* b = driver_->allocate(0, bytes);
+  auto queue = driver_->create_queue(0, 0);
+  std::atomic<bool> go{false};
+  queue->host_task([&] { while (!go) std::this_thread::yield(); });
+  queue->copy_async(a, p, bytes, CopyKind::HostToDevice);
+  std::fill(p, p + n, 2.0f);  // before the copy ran: the copy sees 2
+  go = true;
+  axpb(*queue, a, a, n, 3, 0);  // a = 6
+  queue->copy_async(q, a, bytes, CopyKind::DeviceToHost);
+  queue->copy_async(b, q, bytes, CopyKind::HostToDevice);
+  axpb(*queue, b, b, n, 1, 1);  // b = 7
+  queue->copy_async(r, b, bytes, CopyKind::DeviceToHost);
+  queue->synchronize();
+  for (int i = 0; i < n; ++i) ASSERT_EQ(r[i], 7.0f) << i;
+  for (float* block : {p, q, r}) pinned_allocator().free(block);
+  driver_->free(0, a, bytes);
+  driver_->free(0, b, bytes);
+}
+
+// Imports cover whole live pinned blocks only, and go with their block.
+TEST(VulkanHostImportTest, ImportsLivePinnedBlocksAndForgetsReleasedOnes) {
+  VulkanContext context;
+  HostImports imports(context.device(0));
+  ASSERT_GT(context.device(0).host_import_alignment(), 0u) << "lavapipe imports host memory";
+  std::vector<char> pageable(8192);
+  EXPECT_FALSE(imports.resolve(pageable.data(), 16));
+  char* block = static_cast<char*>(pinned_allocator().allocate(10000));  // a 16 KiB block
+  auto whole = imports.resolve(block, 16384);
+  ASSERT_TRUE(whole);
+  auto inner = imports.resolve(block + 4100, 100);
+  ASSERT_TRUE(inner);
+  EXPECT_EQ(inner->buffer, whole->buffer);
+  EXPECT_EQ(inner->offset, 4100u);
+  EXPECT_FALSE(imports.resolve(block + 16000, 1000));  // past the block's end
+  EXPECT_EQ(imports.imported_blocks(), 1u);
+  pinned_allocator().free(block);
+  EXPECT_FALSE(imports.resolve(block, 16));  // freed: not live
+  pinned_allocator().empty_cache();           // the block goes back to the OS
+  EXPECT_EQ(imports.imported_blocks(), 0u);
 }
 
 TEST(HazardTrackerTest, BarriersOnlyWhereNeeded) {

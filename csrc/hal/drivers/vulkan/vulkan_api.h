@@ -78,7 +78,8 @@ namespace openneuron::hal::vk {
   X(vkDestroyPipeline)                    \
   X(vkCreatePipelineCache)                \
   X(vkDestroyPipelineCache)               \
-  X(vkGetPipelineCacheData)
+  X(vkGetPipelineCacheData)              \
+  X(vkGetMemoryHostPointerPropertiesEXT)
 
 #define OPENNEURON_VK_DECLARE(name) PFN_##name name = nullptr;
 

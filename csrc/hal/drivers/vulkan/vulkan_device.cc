@@ -145,6 +145,9 @@ VulkanDevice::VulkanDevice(VkInstance, VkPhysicalDevice physical, int index)
   const auto extensions = device_extensions(physical);
   std::vector<const char*> enabled;
   const bool cooperative = has_extension(extensions, "VK_KHR_cooperative_matrix");
+  const bool host_import = has_extension(extensions, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME) &&
+                           api().vkGetMemoryHostPointerPropertiesEXT != nullptr;
+  if (host_import) enabled.push_back(VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
 
   VkDeviceCreateInfo info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   info.pNext = &want.base;
@@ -162,6 +165,14 @@ VulkanDevice::VulkanDevice(VkInstance, VkPhysicalDevice physical, int index)
 
   choose_memory_types();
   read_properties(index);
+  if (host_import) {
+    VkPhysicalDeviceExternalMemoryHostPropertiesEXT import{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT};
+    VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    props.pNext = &import;
+    api().vkGetPhysicalDeviceProperties2(physical, &props);
+    host_import_alignment_ = std::max<VkDeviceSize>(import.minImportedHostPointerAlignment, 1);
+  }
   properties_.native_fp64 = fp64;
   // Kernels for what the device has: without float64 shaders the compiler
   // refuses float64 values (glsl_target.h).
@@ -192,8 +203,8 @@ VulkanDevice::~VulkanDevice() {
 }
 
 void VulkanDevice::choose_memory_types() {
-  VkPhysicalDeviceMemoryProperties memory;
-  api().vkGetPhysicalDeviceMemoryProperties(physical_, &memory);
+  api().vkGetPhysicalDeviceMemoryProperties(physical_, &memory_properties_);
+  const VkPhysicalDeviceMemoryProperties& memory = memory_properties_;
   auto heap_size = [&](uint32_t type) { return memory.memoryHeaps[memory.memoryTypes[type].heapIndex].size; };
   // Device memory: the device-local type on the largest heap.
   int device_type = -1;

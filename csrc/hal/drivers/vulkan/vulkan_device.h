@@ -29,6 +29,12 @@ class VulkanDevice {
   // Memory types: device-local buffers, and host-visible coherent staging.
   uint32_t device_memory_type() const { return device_memory_type_; }
   uint32_t staging_memory_type() const { return staging_memory_type_; }
+  VkMemoryPropertyFlags memory_type_flags(uint32_t type) const {
+    return memory_properties_.memoryTypes[type].propertyFlags;
+  }
+  // Host memory the device can import (VK_EXT_external_memory_host): the
+  // alignment its pointer and size need; 0 when it cannot.
+  VkDeviceSize host_import_alignment() const { return host_import_alignment_; }
   // Nanoseconds per timestamp tick.
   double timestamp_period() const { return timestamp_period_; }
   uint32_t max_workgroups(int axis) const { return max_workgroups_[axis]; }
@@ -61,6 +67,8 @@ class VulkanDevice {
   std::vector<VkQueue> queues_;
   std::vector<std::unique_ptr<std::mutex>> queue_mutexes_;
   uint32_t device_memory_type_ = 0, staging_memory_type_ = 0;
+  VkPhysicalDeviceMemoryProperties memory_properties_{};
+  VkDeviceSize host_import_alignment_ = 0;
   double timestamp_period_ = 1.0;
   uint32_t max_workgroups_[3] = {65535, 65535, 65535};
   uint8_t pipeline_cache_uuid_[VK_UUID_SIZE] = {};

@@ -14,9 +14,10 @@
 namespace openneuron::hal {
 
 struct VulkanDriver::DeviceState {
-  explicit DeviceState(VulkanDevice& device) : memory(device), staging(device) {}
+  explicit DeviceState(VulkanDevice& device) : memory(device), staging(device), host_imports(device) {}
   VulkanMemory memory;
   StagingPool staging;
+  HostImports host_imports;
   std::mutex mutex;
   // Live queues, for synchronize(); weak so queues need not unregister.
   std::vector<std::weak_ptr<VulkanQueueCore>> queues;
@@ -87,7 +88,7 @@ std::shared_ptr<VulkanQueueCore> VulkanDriver::make_core(int device) {
   DeviceState& state = *devices_[device];
   VulkanDevice& vulkan = context_->device(device);
   std::lock_guard lock(state.mutex);
-  auto core = std::make_shared<VulkanQueueCore>(vulkan, state.memory, state.staging,
+  auto core = std::make_shared<VulkanQueueCore>(vulkan, state.memory, state.staging, state.host_imports,
                                                 state.next_hardware_queue++);
   std::erase_if(state.queues, [](const auto& q) { return q.expired(); });
   state.queues.push_back(core);

@@ -47,8 +47,9 @@ void copy_region(VkCommandBuffer cmd, VkBuffer src, VkDeviceSize src_offset, VkB
 }  // namespace
 
 VulkanQueueCore::VulkanQueueCore(VulkanDevice& device, VulkanMemory& memory, StagingPool& staging,
-                                 int hardware_queue)
-    : device_(device), memory_(memory), staging_(staging), hardware_queue_(hardware_queue) {
+                                 HostImports& host_imports, int hardware_queue)
+    : device_(device), memory_(memory), staging_(staging), host_imports_(host_imports),
+      hardware_queue_(hardware_queue) {
   VkSemaphoreTypeCreateInfo type{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
   type.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
   VkSemaphoreCreateInfo info{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO};
@@ -389,8 +390,39 @@ void VulkanQueueCore::staged_upload(VulkanMemory::Resolved dst, const void* src,
   b.staging.push_back(std::move(staging));
 }
 
+// A copy between device memory and pinned host memory the device imported
+// (vulkan_host_import.h): one transfer command on the block itself, of any
+// size. False when the host side is not such memory.
+bool VulkanQueueCore::copy_pinned(void* dst, const void* src, size_t bytes, CopyKind kind) {
+  const bool upload = kind == CopyKind::HostToDevice;
+  const auto host = host_imports_.resolve(upload ? src : dst, bytes);
+  if (!host) return false;
+  const auto device = memory_.resolve(upload ? dst : src, bytes);
+  if (upload) {
+    // A staged read-back into this memory, if any, lands first (as below).
+    std::unique_lock lock(worker_mutex_);
+    worker_cv_.wait(lock, [&] { return read_backs_pending_ == 0; });
+  }
+  std::lock_guard lock(mutex_);
+  // Host ranges are tracked like device ones: a download into a block and
+  // an upload from it in one batch get a barrier between them.
+  begin_command(HazardTracker::copy(dst, src, bytes));
+  Batch& b = batch();
+  if (upload) {
+    copy_region(b.commands, host->buffer, host->offset, device.buffer, device.offset, bytes);
+    end_command();
+    return true;
+  }
+  copy_region(b.commands, device.buffer, device.offset, host->buffer, host->offset, bytes);
+  b.reads_back = true;  // visible to the host when the batch completes
+  ++b.count;
+  submit_locked();  // the host will wait for it: start it now
+  return true;
+}
+
 void VulkanQueueCore::copy_async(void* dst, const void* src, size_t bytes, CopyKind kind) {
   if (bytes == 0) return;
+  if (kind != CopyKind::DeviceToDevice && copy_pinned(dst, src, bytes, kind)) return;
   switch (kind) {
     case CopyKind::HostToDevice: {
       const auto target = memory_.resolve(dst, bytes);

@@ -29,6 +29,7 @@
 
 #include "hal/drivers/vulkan/vulkan_api.h"
 #include "hal/drivers/vulkan/vulkan_hazards.h"
+#include "hal/drivers/vulkan/vulkan_host_import.h"
 #include "hal/drivers/vulkan/vulkan_memory.h"
 #include "hal/queue.h"
 
@@ -40,7 +41,7 @@ class VulkanExecutable;
 
 class VulkanQueueCore : public std::enable_shared_from_this<VulkanQueueCore> {
  public:
-  VulkanQueueCore(VulkanDevice& device, VulkanMemory& memory, StagingPool& staging,
+  VulkanQueueCore(VulkanDevice& device, VulkanMemory& memory, StagingPool& staging, HostImports& host_imports,
                   int hardware_queue);
   ~VulkanQueueCore();
   static constexpr int kMaxBatchCommands = 128;
@@ -104,6 +105,7 @@ class VulkanQueueCore : public std::enable_shared_from_this<VulkanQueueCore> {
   void enqueue_work(WorkItem item);
   VkDeviceAddress argument_block(const void* data, size_t bytes);
   void staged_upload(VulkanMemory::Resolved dst, const void* src, size_t bytes);
+  bool copy_pinned(void* dst, const void* src, size_t bytes, CopyKind kind);
   void copy_to_host(void* dst, VulkanMemory::Resolved src, size_t bytes);
   void wait_value(uint64_t value) const;
   uint64_t semaphore_value() const;
@@ -113,6 +115,7 @@ class VulkanQueueCore : public std::enable_shared_from_this<VulkanQueueCore> {
   VulkanDevice& device_;
   VulkanMemory& memory_;
   StagingPool& staging_;
+  HostImports& host_imports_;
   const int hardware_queue_;
   VkSemaphore timeline_ = VK_NULL_HANDLE;
   VkCommandPool pool_ = VK_NULL_HANDLE;
