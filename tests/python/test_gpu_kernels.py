@@ -88,6 +88,52 @@ def test_tiled_training_step_matches_cpu():
     """, env=TILED, timeout=600)
 
 
+def test_implicit_gemm_convolutions_match_cpu():
+    # float32 conv2d and conv1d forwards run one conv2d_t* kernel that reads
+    # the input's columns in place: strides, padding, dilation, rectangular
+    # kernels, 1x1, a bias or none, channels-last input; groups and float64
+    # take the im2col route. No columns buffer: the peak is the output.
+    run_python("""
+    import torch
+    import torch.nn.functional as F
+    from torch.profiler import profile
+    torch.manual_seed(0)
+    d = "neuron"
+    def check(name, f, x, w, b, **kw):
+        want = f(x.double(), w.double(), None if b is None else b.double(), **kw)
+        got = f(x.to(d), w.to(d), None if b is None else b.to(d), **kw).cpu()
+        assert got.shape == want.shape, name
+        torch.testing.assert_close(got, want.to(got.dtype), rtol=3e-5, atol=3e-5, msg=name)
+    with profile() as prof:
+        for xs, ws, kw in [((2, 3, 17, 19), (8, 3, 3, 3), dict(stride=1, padding=1)),
+                           ((2, 16, 32, 32), (70, 16, 3, 3), dict(stride=2, padding=1)),
+                           ((1, 8, 20, 20), (16, 8, 5, 3), dict(stride=(2, 1), padding=(2, 0), dilation=(1, 2))),
+                           ((4, 64, 14, 14), (130, 64, 1, 1), dict()),
+                           ((2, 3, 40, 40), (64, 3, 7, 7), dict(stride=2, padding=3)),
+                           ((1, 5, 9, 9), (17, 5, 9, 9), dict())]:
+            x, w = torch.randn(xs), torch.randn(ws)
+            check(f"conv2d {xs} {ws} {kw}", F.conv2d, x, w, torch.randn(ws[0]), **kw)
+            check(f"conv2d {xs} {ws} {kw}, no bias", F.conv2d, x, w, None, **kw)
+        check("conv1d", F.conv1d, torch.randn(3, 4, 50), torch.randn(12, 4, 7), torch.randn(12), stride=2, padding=3)
+        x = torch.randn(2, 8, 15, 15).to(memory_format=torch.channels_last)
+        check("channels-last input", F.conv2d, x, torch.randn(16, 8, 3, 3), torch.randn(16), padding=1)
+    ran = {e.name.split(": ")[1] for e in prof.events() if "library kernel: conv2d" in e.name}
+    assert ran, "no implicit-GEMM kernel ran"
+    with profile() as prof:
+        check("groups", F.conv2d, torch.randn(2, 8, 12, 12), torch.randn(16, 4, 3, 3), torch.randn(16), groups=2)
+        check("float64", F.conv2d, torch.randn(2, 3, 12, 12).double(), torch.randn(8, 3, 3, 3).double(), None)
+    assert not any("library kernel: conv2d" in e.name for e in prof.events())
+
+    x, w = torch.randn(8, 32, 40, 40, device=d), torch.randn(32, 32, 3, 3, device=d)
+    torch.neuron.synchronize()
+    torch.neuron.reset_peak_memory_stats()
+    base = torch.neuron.memory_allocated()
+    y = F.conv2d(x, w, padding=1)
+    torch.neuron.synchronize()
+    assert torch.neuron.max_memory_allocated() - base <= y.nbytes + (1 << 20), "a columns buffer was written"
+    """, env=TILED, timeout=600)
+
+
 def test_fused_attention_forward_and_backward_match_cpu():
     # scaled_dot_product_attention takes the fused kernel (PyTorch's
     # "overrideable" backend) on the vulkan driver: odd lengths, every head

@@ -78,6 +78,32 @@ std::string direct_gemm(const std::string& t, const std::string& suffix) {
   return k;
 }
 
+// The implicit columns matrix of conv2d_t*: the input (one image, C x H x
+// W, contiguous) at depth k = (c, kh, kw) for the output pixel whose
+// top-left input coordinates are (ih0, iw0); zero in the padding and past k.
+const char* const kConvColumnLoad = R"GLSL(
+float on_conv_column(OnGemmFloats B, int k, int ih0, int iw0, int ki, int kkh, int kkw, int cdh, int cdw, int ch, int cw) {
+  if (k >= ki) return 0.0;
+  const int taps = kkh * kkw, c = k / taps, r = k - c * taps, kh = r / kkw, kw = r - kh * kkw;
+  const int ih = ih0 + kh * cdh, iw = iw0 + kw * cdw;
+  return (ih >= 0 && ih < ch && iw >= 0 && iw < cw) ? B.v[(c * ch + ih) * cw + iw] : 0.0;
+}
+)GLSL";
+
+const char* const kConvArguments = R"GLSL(
+  const int ch = int(on_args.s[18]), cw = int(on_args.s[19]), cow = int(on_args.s[20]);
+  const int kkh = int(on_args.s[21]), kkw = int(on_args.s[22]), csh = int(on_args.s[23]), csw = int(on_args.s[24]);
+  const int cph = int(on_args.s[25]), cpw = int(on_args.s[26]), cdh = int(on_args.s[27]), cdw = int(on_args.s[28]);
+)GLSL";
+
+// The load of B's element `q` at depth `depth`: from memory, or (conv) from
+// the implicit columns.
+std::string b_load(bool conv, const std::string& q, const std::string& depth) {
+  if (conv)
+    return "on_conv_column(B, " + depth + ", ih" + q + ", iw" + q + ", ki, kkh, kkw, cdh, cdw, ch, cw)";
+  return depth + " < ki ? B.v[ob" + q + " + (" + depth + ") * sb_k] : 0.0";
+}
+
 // gemm_t<tile>_f32: a workgroup of 256 invocations (16 x 16) computes one
 // tile x tile block of C at a time. Each 16-deep slice of A and B goes
 // through shared memory, loaded along the operand's contiguous dim (rows of
@@ -88,14 +114,24 @@ std::string direct_gemm(const std::string& t, const std::string& suffix) {
 // memory are whole vec4s, and the 16 invocations of a row read 16
 // consecutive vec4s. Shared rows are padded by one vec4 against bank
 // conflicts on the stores.
-std::string tiled_gemm(int tile) {
+//
+// conv2d_t<tile>_f32 is the same kernel as an implicit GEMM: C[b] = W
+// cols(input[b]) + bias, where the columns matrix (depth c*kh*kw, column
+// oh*ow) is never written: each load of B computes its input coordinates,
+// and reads zero in the padding. Its scalars are the gemm's (batch = images,
+// m = output channels, n = output pixels, k = C*KH*KW; B's batch stride is
+// an image's) and then H, W, OW, KH, KW, stride, padding and dilation
+// (height, width each).
+std::string tiled_gemm(int tile, bool conv) {
   const int per = tile / 16;           // rows (and columns) per invocation
   const int groups = per / 4;          // vec4 groups of them
   const int loads = tile * 16 / 256;   // elements of each operand per invocation per slice
-  std::string k = glsl_entry_preamble("gemm_t" + n(tile) + "_f32", 4, 18, 256, {});
+  std::string k = glsl_entry_preamble((conv ? "conv2d_t" : "gemm_t") + n(tile) + "_f32", 4, conv ? 29 : 18, 256, {});
   k += "layout(buffer_reference, std430, buffer_reference_align = 4) buffer OnGemmFloats { float v[]; };\n";
   k += "shared vec4 on_as[16][" + n(tile / 4 + 1) + "];\nshared vec4 on_bs[16][" + n(tile / 4 + 1) + "];\n";
+  if (conv) k += kConvColumnLoad;
   k += "void main() {" + std::string(kGemmArguments);
+  if (conv) k += kConvArguments;
   k += substituted(R"GLSL(  const float alpha = on_double_bits(on_args.s[16]), beta = on_double_bits(on_args.s[17]);
   const int lid = int(gl_LocalInvocationID.x), tx = lid % 16, ty = lid / 16;
   const int64_t tm = (m + $TL - 1L) / $TL, tn = (n + $TL - 1L) / $TL, tiles = batch * tm * tn;
@@ -105,7 +141,7 @@ std::string tiled_gemm(int tile) {
   const int mi = int(m), ni = int(n), ki = int(k);
   // What this invocation loads of each slice: element q sits at row
   // ra + q * dra, depth ka + q * dka of A's tile (likewise for B).
-  const bool a_rows = a_k == 1L, b_rows = b_n == 1L;
+  const bool a_rows = a_k == 1L, b_rows = $BROWS;
   const int ra = a_rows ? lid / 16 : lid % $T, ka = a_rows ? lid % 16 : lid / $T;
   const int dra = a_rows ? 16 : 0, dka = a_rows ? 0 : 256 / $T;
   const int rb = b_rows ? lid % $T : lid / 16, kb = b_rows ? lid / $T : lid % 16;
@@ -115,17 +151,19 @@ std::string tiled_gemm(int tile) {
     const int i0 = int(rest / tn) * $T, j0 = int(rest - (rest / tn) * tn) * $T;
     OnGemmFloats A = OnGemmFloats(a + uint64_t(bi * a_b) * 4ul), B = OnGemmFloats(bm + uint64_t(bi * b_b) * 4ul);
     OnGemmFloats C = OnGemmFloats(c + uint64_t(bi * c_b) * 4ul), X = OnGemmFloats(x + uint64_t(bi * x_b) * 4ul);
-)GLSL", {{"$TL", n(tile) + "L"}, {"$T", n(tile)}});
+)GLSL", {{"$TL", n(tile) + "L"}, {"$T", n(tile)}, {"$BROWS", conv ? "true" : "b_n == 1L"}});
   // Rows and columns past the edge load the last one (never stored);
   // depths past k load zero.
   for (int q = 0; q < loads; ++q) {
     const std::string s = n(q);
     k += "    const int oa" + s + " = min(i0 + ra + " + s + " * dra, mi - 1) * sa_m, ka" + s + " = ka + " + s +
          " * dka;\n";
-    k += "    const int ob" + s + " = min(j0 + rb + " + s + " * drb, ni - 1) * sb_n, kb" + s + " = kb + " + s +
-         " * dkb;\n";
+    k += "    const int ob" + s + " = min(j0 + rb + " + s + " * drb, ni - 1)" + (conv ? "" : " * sb_n") + ", kb" + s +
+         " = kb + " + s + " * dkb;\n";
+    if (conv)  // the output pixel's top-left input coordinates
+      k += "    const int ih" + s + " = (ob" + s + " / cow) * csh - cph, iw" + s + " = (ob" + s + " % cow) * csw - cpw;\n";
     k += "    float la" + s + " = ka" + s + " < ki ? A.v[oa" + s + " + ka" + s + " * sa_k] : 0.0;\n";
-    k += "    float lb" + s + " = kb" + s + " < ki ? B.v[ob" + s + " + kb" + s + " * sb_k] : 0.0;\n";
+    k += "    float lb" + s + " = " + b_load(conv, s, "kb" + s) + ";\n";
   }
   for (int r = 0; r < per; ++r)
     for (int h = 0; h < groups; ++h) k += "    vec4 c" + n(r) + "_" + n(h) + " = vec4(0.0);\n";
@@ -140,7 +178,7 @@ std::string tiled_gemm(int tile) {
     const std::string s = n(q);
     const std::string next_a = "k0 + 16 + ka" + s, next_b = "k0 + 16 + kb" + s;
     k += "        la" + s + " = " + next_a + " < ki ? A.v[oa" + s + " + (" + next_a + ") * sa_k] : 0.0;\n";
-    k += "        lb" + s + " = " + next_b + " < ki ? B.v[ob" + s + " + (" + next_b + ") * sb_k] : 0.0;\n";
+    k += "        lb" + s + " = " + b_load(conv, s, next_b) + ";\n";
   }
   k += "      }\n";
   for (int d = 0; d < 16; ++d) {
@@ -238,8 +276,8 @@ std::string rows_gemm() {
 }  // namespace
 
 std::string glsl_gemm_entries() {
-  return direct_gemm("float", "f32") + direct_gemm("double", "f64") + tiled_gemm(128) + tiled_gemm(64) +
-         rows_gemm();
+  return direct_gemm("float", "f32") + direct_gemm("double", "f64") + tiled_gemm(128, false) +
+         tiled_gemm(64, false) + tiled_gemm(128, true) + tiled_gemm(64, true) + rows_gemm();
 }
 
 }  // namespace openneuron::compiler

@@ -4,6 +4,8 @@
 
 #include <vector>
 
+#include "torch/aten/eager/implicit_gemm_convolution.h"
+
 namespace openneuron::integration {
 namespace {
 
@@ -88,13 +90,18 @@ std::optional<at::Tensor> device_convolution(const at::Tensor& input, const at::
   const Shape s = shape_of(input, weight, stride, padding, dilation, groups);
   for (int64_t o : s.out)
     if (o <= 0) return std::nullopt;
-  const at::Tensor cols = columns(padded(input, s, padding), s, stride, dilation);
-  const at::Tensor w = weight.reshape({1, s.g, s.o / s.g, s.ck()});
-  at::Tensor out = at::matmul(w, cols).reshape(out_sizes(s, s.o));  // [n, g, o/g, l]
-  if (bias && bias->defined()) {
-    std::vector<int64_t> b(out.dim(), 1);
-    b[1] = s.o;
-    out = at::add(out, bias->reshape(b));
+  at::Tensor out;
+  if (auto direct = implicit_gemm_convolution(input, weight, bias, stride, padding, dilation, groups)) {
+    out = *direct;
+  } else {
+    const at::Tensor cols = columns(padded(input, s, padding), s, stride, dilation);
+    const at::Tensor w = weight.reshape({1, s.g, s.o / s.g, s.ck()});
+    out = at::matmul(w, cols).reshape(out_sizes(s, s.o));  // [n, g, o/g, l]
+    if (bias && bias->defined()) {
+      std::vector<int64_t> b(out.dim(), 1);
+      b[1] = s.o;
+      out = at::add(out, bias->reshape(b));
+    }
   }
   if (input.suggest_memory_format() == at::MemoryFormat::ChannelsLast && out.dim() == 4)
     out = out.contiguous(at::MemoryFormat::ChannelsLast);
