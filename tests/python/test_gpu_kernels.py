@@ -90,9 +90,11 @@ def test_tiled_training_step_matches_cpu():
 
 def test_implicit_gemm_convolutions_match_cpu():
     # float32 conv2d and conv1d forwards run one conv2d_t* kernel that reads
-    # the input's columns in place: strides, padding, dilation, rectangular
-    # kernels, 1x1, a bias or none, channels-last input; groups and float64
-    # take the im2col route. No columns buffer: the peak is the output.
+    # the input's columns in place, and their input gradients one
+    # conv2d_dgrad_t* kernel: strides (one that skips input pixels too),
+    # padding, dilation, rectangular kernels, 1x1, a bias or none,
+    # channels-last input; groups and float64 take the im2col route. No
+    # columns buffer (or its gradient): the peak is the result.
     run_python("""
     import torch
     import torch.nn.functional as F
@@ -100,25 +102,34 @@ def test_implicit_gemm_convolutions_match_cpu():
     torch.manual_seed(0)
     d = "neuron"
     def check(name, f, x, w, b, **kw):
-        want = f(x.double(), w.double(), None if b is None else b.double(), **kw)
-        got = f(x.to(d), w.to(d), None if b is None else b.to(d), **kw).cpu()
+        # The forward, and the input's gradient for a random output gradient.
+        xw = x.double().clone().requires_grad_()
+        want = f(xw, w.double(), None if b is None else b.double(), **kw)
+        xd = x.to(d).requires_grad_()
+        got = f(xd, w.to(d), None if b is None else b.to(d), **kw)
         assert got.shape == want.shape, name
-        torch.testing.assert_close(got, want.to(got.dtype), rtol=3e-5, atol=3e-5, msg=name)
+        torch.testing.assert_close(got.cpu(), want.to(got.dtype), rtol=3e-5, atol=3e-5, msg=name)
+        g = torch.randn(want.shape)
+        want.backward(g.double())
+        got.backward(g.to(d))
+        assert xd.grad.stride() == x.stride(), name
+        torch.testing.assert_close(xd.grad.cpu(), xw.grad.to(x.dtype), rtol=1e-4, atol=1e-4, msg=name + " (grad)")
     with profile() as prof:
         for xs, ws, kw in [((2, 3, 17, 19), (8, 3, 3, 3), dict(stride=1, padding=1)),
                            ((2, 16, 32, 32), (70, 16, 3, 3), dict(stride=2, padding=1)),
                            ((1, 8, 20, 20), (16, 8, 5, 3), dict(stride=(2, 1), padding=(2, 0), dilation=(1, 2))),
                            ((4, 64, 14, 14), (130, 64, 1, 1), dict()),
                            ((2, 3, 40, 40), (64, 3, 7, 7), dict(stride=2, padding=3)),
-                           ((1, 5, 9, 9), (17, 5, 9, 9), dict())]:
+                           ((1, 5, 9, 9), (17, 5, 9, 9), dict()),
+                           ((2, 5, 11, 13), (40, 5, 3, 3), dict(stride=3))]:
             x, w = torch.randn(xs), torch.randn(ws)
             check(f"conv2d {xs} {ws} {kw}", F.conv2d, x, w, torch.randn(ws[0]), **kw)
             check(f"conv2d {xs} {ws} {kw}, no bias", F.conv2d, x, w, None, **kw)
         check("conv1d", F.conv1d, torch.randn(3, 4, 50), torch.randn(12, 4, 7), torch.randn(12), stride=2, padding=3)
         x = torch.randn(2, 8, 15, 15).to(memory_format=torch.channels_last)
         check("channels-last input", F.conv2d, x, torch.randn(16, 8, 3, 3), torch.randn(16), padding=1)
-    ran = {e.name.split(": ")[1] for e in prof.events() if "library kernel: conv2d" in e.name}
-    assert ran, "no implicit-GEMM kernel ran"
+    ran = {e.name.split(": ")[1].rsplit("_t", 1)[0] for e in prof.events() if "library kernel: conv2d" in e.name}
+    assert ran == {"conv2d", "conv2d_dgrad"}, ran
     with profile() as prof:
         check("groups", F.conv2d, torch.randn(2, 8, 12, 12), torch.randn(16, 4, 3, 3), torch.randn(16), groups=2)
         check("float64", F.conv2d, torch.randn(2, 3, 12, 12).double(), torch.randn(8, 3, 3, 3).double(), None)
@@ -131,6 +142,14 @@ def test_implicit_gemm_convolutions_match_cpu():
     y = F.conv2d(x, w, padding=1)
     torch.neuron.synchronize()
     assert torch.neuron.max_memory_allocated() - base <= y.nbytes + (1 << 20), "a columns buffer was written"
+    x.requires_grad_()
+    y = F.conv2d(x, w, padding=1)
+    torch.neuron.synchronize()
+    torch.neuron.reset_peak_memory_stats()
+    base = torch.neuron.memory_allocated()
+    gx, = torch.autograd.grad(y, x, torch.ones_like(y))
+    torch.neuron.synchronize()
+    assert torch.neuron.max_memory_allocated() - base <= 2 * gx.nbytes + (1 << 20), "a columns gradient was written"
     """, env=TILED, timeout=600)
 
 

@@ -78,15 +78,37 @@ std::string direct_gemm(const std::string& t, const std::string& suffix) {
   return k;
 }
 
-// The implicit columns matrix of conv2d_t*: the input (one image, C x H x
-// W, contiguous) at depth k = (c, kh, kw) for the output pixel whose
-// top-left input coordinates are (ih0, iw0); zero in the padding and past k.
-const char* const kConvColumnLoad = R"GLSL(
+// What the tiled kernel's operands are: plain strided matrices, or the
+// implicit matrices of a convolution's forward or input gradient.
+enum class Operands { kGemm, kConv, kConvInputGrad };
+
+// The implicit matrices, as functions of the depth. conv2d_t*: B is the
+// input's columns (one image, C x H x W, contiguous) at depth k = (c, kh,
+// kw) for the output pixel whose top-left input coordinates are (ih0, iw0);
+// zero in the padding. conv2d_dgrad_t*: A is the weights [o, c, kh, kw]
+// seen as [c, (o, kh, kw)], and B the output gradient (one image, O x OH x
+// OW) at depth (o, kh, kw) for input pixel (ih, iw): the output pixel that
+// tap reached from it, zero where no output pixel did (strides skip some).
+const char* const kConvLoads = R"GLSL(
 float on_conv_column(OnGemmFloats B, int k, int ih0, int iw0, int ki, int kkh, int kkw, int cdh, int cdw, int ch, int cw) {
   if (k >= ki) return 0.0;
   const int taps = kkh * kkw, c = k / taps, r = k - c * taps, kh = r / kkw, kw = r - kh * kkw;
   const int ih = ih0 + kh * cdh, iw = iw0 + kw * cdw;
   return (ih >= 0 && ih < ch && iw >= 0 && iw < cw) ? B.v[(c * ch + ih) * cw + iw] : 0.0;
+}
+float on_dgrad_weight(OnGemmFloats A, int d, int c, int ki, int taps, int channels) {
+  if (d >= ki) return 0.0;
+  const int o = d / taps;
+  return A.v[(o * channels + c) * taps + d - o * taps];
+}
+float on_dgrad_output(OnGemmFloats B, int d, int ih, int iw, int ki, int kkh, int kkw, int cdh, int cdw, int csh,
+                      int csw, int cph, int cpw, int coh, int cow) {
+  if (d >= ki) return 0.0;
+  const int taps = kkh * kkw, o = d / taps, t = d - o * taps, kh = t / kkw, kw = t - kh * kkw;
+  const int y = ih + cph - kh * cdh, x = iw + cpw - kw * cdw;
+  if (y < 0 || x < 0) return 0.0;
+  const int oy = y / csh, ox = x / csw;
+  return (oy * csh == y && ox * csw == x && oy < coh && ox < cow) ? B.v[(o * coh + oy) * cow + ox] : 0.0;
 }
 )GLSL";
 
@@ -94,13 +116,35 @@ const char* const kConvArguments = R"GLSL(
   const int ch = int(on_args.s[18]), cw = int(on_args.s[19]), cow = int(on_args.s[20]);
   const int kkh = int(on_args.s[21]), kkw = int(on_args.s[22]), csh = int(on_args.s[23]), csw = int(on_args.s[24]);
   const int cph = int(on_args.s[25]), cpw = int(on_args.s[26]), cdh = int(on_args.s[27]), cdw = int(on_args.s[28]);
+  const int coh = (ch + 2 * cph - cdh * (kkh - 1) - 1) / csh + 1;
 )GLSL";
 
-// The load of B's element `q` at depth `depth`: from memory, or (conv) from
-// the implicit columns.
-std::string b_load(bool conv, const std::string& q, const std::string& depth) {
-  if (conv)
+// What each invocation knows of its q-th load of A (row oa<q>) and B
+// (column ob<q>) before the depth loop.
+std::string operand_positions(Operands op, const std::string& q) {
+  const std::string row = "min(i0 + ra + " + q + " * dra, mi - 1)", col = "min(j0 + rb + " + q + " * drb, ni - 1)";
+  std::string s = "    const int oa" + q + " = " + row + (op == Operands::kConvInputGrad ? "" : " * sa_m") +
+                  ", ka" + q + " = ka + " + q + " * dka;\n";
+  s += "    const int ob" + q + " = " + col + (op == Operands::kGemm ? " * sb_n" : "") + ", kb" + q + " = kb + " + q +
+       " * dkb;\n";
+  if (op == Operands::kConv)  // the output pixel's top-left input coordinates
+    s += "    const int ih" + q + " = (ob" + q + " / cow) * csh - cph, iw" + q + " = (ob" + q + " % cow) * csw - cpw;\n";
+  if (op == Operands::kConvInputGrad)  // the input pixel
+    s += "    const int ih" + q + " = ob" + q + " / cw, iw" + q + " = ob" + q + " % cw;\n";
+  return s;
+}
+
+// The value of A's (B's) q-th load at depth `depth`.
+std::string a_load(Operands op, const std::string& q, const std::string& depth) {
+  if (op == Operands::kConvInputGrad) return "on_dgrad_weight(A, " + depth + ", oa" + q + ", ki, kkh * kkw, mi)";
+  return depth + " < ki ? A.v[oa" + q + " + (" + depth + ") * sa_k] : 0.0";
+}
+std::string b_load(Operands op, const std::string& q, const std::string& depth) {
+  if (op == Operands::kConv)
     return "on_conv_column(B, " + depth + ", ih" + q + ", iw" + q + ", ki, kkh, kkw, cdh, cdw, ch, cw)";
+  if (op == Operands::kConvInputGrad)
+    return "on_dgrad_output(B, " + depth + ", ih" + q + ", iw" + q +
+           ", ki, kkh, kkw, cdh, cdw, csh, csw, cph, cpw, coh, cow)";
   return depth + " < ki ? B.v[ob" + q + " + (" + depth + ") * sb_k] : 0.0";
 }
 
@@ -118,18 +162,22 @@ std::string b_load(bool conv, const std::string& q, const std::string& depth) {
 // conv2d_t<tile>_f32 is the same kernel as an implicit GEMM: C[b] = W
 // cols(input[b]) + bias, where the columns matrix (depth c*kh*kw, column
 // oh*ow) is never written: each load of B computes its input coordinates,
-// and reads zero in the padding. Its scalars are the gemm's (batch = images,
-// m = output channels, n = output pixels, k = C*KH*KW; B's batch stride is
-// an image's) and then H, W, OW, KH, KW, stride, padding and dilation
-// (height, width each).
-std::string tiled_gemm(int tile, bool conv) {
+// and reads zero in the padding. conv2d_dgrad_t<tile>_f32 likewise gives
+// the input's gradient, C[b] = W' grad_output'[b] (kConvLoads). Their
+// scalars are the gemm's (batch = images; forward: m = output channels, n =
+// output pixels, k = C*KH*KW; input gradient: m = input channels, n = input
+// pixels, k = O*KH*KW; B's batch stride is an image's) and then H, W, OW,
+// KH, KW, stride, padding and dilation (height, width each).
+std::string tiled_gemm(int tile, Operands op) {
   const int per = tile / 16;           // rows (and columns) per invocation
   const int groups = per / 4;          // vec4 groups of them
   const int loads = tile * 16 / 256;   // elements of each operand per invocation per slice
-  std::string k = glsl_entry_preamble((conv ? "conv2d_t" : "gemm_t") + n(tile) + "_f32", 4, conv ? 29 : 18, 256, {});
+  const bool conv = op != Operands::kGemm;
+  const std::string name = op == Operands::kGemm ? "gemm_t" : op == Operands::kConv ? "conv2d_t" : "conv2d_dgrad_t";
+  std::string k = glsl_entry_preamble(name + n(tile) + "_f32", 4, conv ? 29 : 18, 256, {});
   k += "layout(buffer_reference, std430, buffer_reference_align = 4) buffer OnGemmFloats { float v[]; };\n";
   k += "shared vec4 on_as[16][" + n(tile / 4 + 1) + "];\nshared vec4 on_bs[16][" + n(tile / 4 + 1) + "];\n";
-  if (conv) k += kConvColumnLoad;
+  if (conv) k += kConvLoads;
   k += "void main() {" + std::string(kGemmArguments);
   if (conv) k += kConvArguments;
   k += substituted(R"GLSL(  const float alpha = on_double_bits(on_args.s[16]), beta = on_double_bits(on_args.s[17]);
@@ -141,7 +189,7 @@ std::string tiled_gemm(int tile, bool conv) {
   const int mi = int(m), ni = int(n), ki = int(k);
   // What this invocation loads of each slice: element q sits at row
   // ra + q * dra, depth ka + q * dka of A's tile (likewise for B).
-  const bool a_rows = a_k == 1L, b_rows = $BROWS;
+  const bool a_rows = $AROWS, b_rows = $BROWS;
   const int ra = a_rows ? lid / 16 : lid % $T, ka = a_rows ? lid % 16 : lid / $T;
   const int dra = a_rows ? 16 : 0, dka = a_rows ? 0 : 256 / $T;
   const int rb = b_rows ? lid % $T : lid / 16, kb = b_rows ? lid / $T : lid % 16;
@@ -151,19 +199,15 @@ std::string tiled_gemm(int tile, bool conv) {
     const int i0 = int(rest / tn) * $T, j0 = int(rest - (rest / tn) * tn) * $T;
     OnGemmFloats A = OnGemmFloats(a + uint64_t(bi * a_b) * 4ul), B = OnGemmFloats(bm + uint64_t(bi * b_b) * 4ul);
     OnGemmFloats C = OnGemmFloats(c + uint64_t(bi * c_b) * 4ul), X = OnGemmFloats(x + uint64_t(bi * x_b) * 4ul);
-)GLSL", {{"$TL", n(tile) + "L"}, {"$T", n(tile)}, {"$BROWS", conv ? "true" : "b_n == 1L"}});
+)GLSL", {{"$TL", n(tile) + "L"}, {"$T", n(tile)}, {"$AROWS", conv ? "true" : "a_k == 1L"},
+                                   {"$BROWS", conv ? "true" : "b_n == 1L"}});
   // Rows and columns past the edge load the last one (never stored);
   // depths past k load zero.
   for (int q = 0; q < loads; ++q) {
     const std::string s = n(q);
-    k += "    const int oa" + s + " = min(i0 + ra + " + s + " * dra, mi - 1) * sa_m, ka" + s + " = ka + " + s +
-         " * dka;\n";
-    k += "    const int ob" + s + " = min(j0 + rb + " + s + " * drb, ni - 1)" + (conv ? "" : " * sb_n") + ", kb" + s +
-         " = kb + " + s + " * dkb;\n";
-    if (conv)  // the output pixel's top-left input coordinates
-      k += "    const int ih" + s + " = (ob" + s + " / cow) * csh - cph, iw" + s + " = (ob" + s + " % cow) * csw - cpw;\n";
-    k += "    float la" + s + " = ka" + s + " < ki ? A.v[oa" + s + " + ka" + s + " * sa_k] : 0.0;\n";
-    k += "    float lb" + s + " = " + b_load(conv, s, "kb" + s) + ";\n";
+    k += operand_positions(op, s);
+    k += "    float la" + s + " = " + a_load(op, s, "ka" + s) + ";\n";
+    k += "    float lb" + s + " = " + b_load(op, s, "kb" + s) + ";\n";
   }
   for (int r = 0; r < per; ++r)
     for (int h = 0; h < groups; ++h) k += "    vec4 c" + n(r) + "_" + n(h) + " = vec4(0.0);\n";
@@ -177,8 +221,8 @@ std::string tiled_gemm(int tile, bool conv) {
   for (int q = 0; q < loads; ++q) {
     const std::string s = n(q);
     const std::string next_a = "k0 + 16 + ka" + s, next_b = "k0 + 16 + kb" + s;
-    k += "        la" + s + " = " + next_a + " < ki ? A.v[oa" + s + " + (" + next_a + ") * sa_k] : 0.0;\n";
-    k += "        lb" + s + " = " + b_load(conv, s, next_b) + ";\n";
+    k += "        la" + s + " = " + a_load(op, s, next_a) + ";\n";
+    k += "        lb" + s + " = " + b_load(op, s, next_b) + ";\n";
   }
   k += "      }\n";
   for (int d = 0; d < 16; ++d) {
@@ -276,8 +320,10 @@ std::string rows_gemm() {
 }  // namespace
 
 std::string glsl_gemm_entries() {
-  return direct_gemm("float", "f32") + direct_gemm("double", "f64") + tiled_gemm(128, false) +
-         tiled_gemm(64, false) + tiled_gemm(128, true) + tiled_gemm(64, true) + rows_gemm();
+  std::string entries = direct_gemm("float", "f32") + direct_gemm("double", "f64") + rows_gemm();
+  for (Operands op : {Operands::kGemm, Operands::kConv, Operands::kConvInputGrad})
+    entries += tiled_gemm(128, op) + tiled_gemm(64, op);
+  return entries;
 }
 
 }  // namespace openneuron::compiler

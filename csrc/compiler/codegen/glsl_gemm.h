@@ -15,7 +15,8 @@
 //                         matrix must fit 31 bits (gemm_launch.h checks).
 //   conv2d_t128_f32,      the tiled kernels as an implicit GEMM for a
 //   conv2d_t64_f32        convolution: B is the input's columns, read in
-//                         place (29 scalars: glsl_gemm.cc says which).
+//                         place (29 scalars: glsl_gemm.cc says which);
+//   conv2d_dgrad_t*_f32   and for its input's gradient.
 //   gemm_rows_f32         products with at most 8 rows (or, swapped, 8
 //                         columns): a decode step, a matrix-vector product;
 //                         a workgroup's invocations split k.

@@ -134,6 +134,11 @@ std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> device_convolution
                       : at::bmm(a, b).reshape(weight.sizes());
   }
   if (output_mask[0]) {
+    if (auto direct = implicit_gemm_convolution_input_grad(grad_output, input, weight, stride, padding, dilation,
+                                                           groups))
+      grad_input = direct->contiguous(input.suggest_memory_format());
+  }
+  if (output_mask[0] && !grad_input.defined()) {
     // Columns' gradient [n, g, ck, l], added back into the padded input
     // once per kernel offset (overlapping windows accumulate).
     const at::Tensor w = weight.reshape({1, s.g, s.o / s.g, s.ck()}).transpose(2, 3);

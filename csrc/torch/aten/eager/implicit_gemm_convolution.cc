@@ -13,8 +13,49 @@
 namespace openneuron::integration {
 namespace {
 
-// A convolution argument along spatial dim `i` of `dims` (one value may stand for all).
+// A convolution argument along spatial dim `i` (one value may stand for all).
 int64_t along(c10::IntArrayRef a, int64_t i) { return a.size() == 1 ? a[0] : a[i]; }
+
+// A 2-d convolution's sizes; a 1-d one is a 2-d one of height 1.
+struct Geometry {
+  bool flat = false;
+  int64_t n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
+  int64_t taps() const { return kh * kw; }
+  // The kernels' scalars after the gemm's (glsl_gemm.cc).
+  std::vector<int64_t> conv_scalars() const { return {h, w, ow, kh, kw, sh, sw, ph, pw, dh, dw}; }
+};
+
+std::optional<Geometry> geometry(const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
+                                 c10::IntArrayRef padding, c10::IntArrayRef dilation, int64_t groups) {
+  if (groups != 1 || input.scalar_type() != at::kFloat || weight.scalar_type() != at::kFloat ||
+      (input.dim() != 3 && input.dim() != 4) || weight.dim() != input.dim())
+    return std::nullopt;
+  const hal::DeviceProperties& props = hal::driver().properties(input.device().index());
+  if (props.kernel_target == "cpp" || !props.tiled_kernels) return std::nullopt;
+  Geometry g;
+  g.flat = input.dim() == 3;
+  const int64_t x = g.flat ? 0 : 1;  // the width's index in the arguments
+  g.n = input.size(0), g.c = input.size(1), g.h = g.flat ? 1 : input.size(2), g.w = input.size(-1);
+  g.o = weight.size(0), g.kh = g.flat ? 1 : weight.size(2), g.kw = weight.size(-1);
+  g.sh = g.flat ? 1 : along(stride, 0), g.sw = along(stride, x);
+  g.ph = g.flat ? 0 : along(padding, 0), g.pw = along(padding, x);
+  g.dh = g.flat ? 1 : along(dilation, 0), g.dw = along(dilation, x);
+  g.oh = (g.h + 2 * g.ph - g.dh * (g.kh - 1) - 1) / g.sh + 1;
+  g.ow = (g.w + 2 * g.pw - g.dw * (g.kw - 1) - 1) / g.sw + 1;
+  if (g.n == 0 || g.o == 0 || g.c == 0 || g.oh <= 0 || g.ow <= 0 || weight.size(1) != g.c) return std::nullopt;
+  return g;
+}
+
+// The `family` kernel ("conv2d", "conv2d_dgrad") of the tile size the
+// product's shape takes, with its grid; -1 when it takes no tiled kernel.
+std::pair<int64_t, int64_t> tiled_kernel(c10::DeviceIndex device, const std::string& family,
+                                         const compiler::GemmShape& shape) {
+  const hal::DeviceProperties& props = hal::driver().properties(device);
+  const compiler::GemmLaunch launch =
+      compiler::gemm_launch(shape, /*float32=*/true, props.tiled_kernels, props.compute_units, props.max_workgroups);
+  if ((launch.entry != "gemm_t128" && launch.entry != "gemm_t64") || launch.swap_operands) return {-1, 0};
+  return {library_kernel(device, family + "_t" + launch.entry.substr(6) + "_f32"), launch.workgroups};
+}
 
 }  // namespace
 
@@ -23,39 +64,45 @@ std::optional<at::Tensor> implicit_gemm_convolution(const at::Tensor& input, con
                                                     c10::IntArrayRef padding, c10::IntArrayRef dilation,
                                                     int64_t groups) {
   const bool has_bias = bias && bias->defined();
-  if (groups != 1 || input.scalar_type() != at::kFloat || weight.scalar_type() != at::kFloat ||
-      (has_bias && bias->scalar_type() != at::kFloat) || (input.dim() != 3 && input.dim() != 4) ||
-      weight.dim() != input.dim())
-    return std::nullopt;
-  const c10::DeviceIndex device = input.device().index();
-  const hal::DeviceProperties& props = hal::driver().properties(device);
-  if (props.kernel_target == "cpp" || !props.tiled_kernels) return std::nullopt;
-  // A 1-d convolution is a 2-d one of height 1: its arguments describe the width.
-  const bool flat = input.dim() == 3;
-  const int64_t w_dim = flat ? 0 : 1;
-  const int64_t n = input.size(0), c = input.size(1), h = flat ? 1 : input.size(2), w = input.size(-1);
-  const int64_t o = weight.size(0), kh = flat ? 1 : weight.size(2), kw = weight.size(-1);
-  const int64_t sh = flat ? 1 : along(stride, 0), sw = along(stride, w_dim);
-  const int64_t ph = flat ? 0 : along(padding, 0), pw = along(padding, w_dim);
-  const int64_t dh = flat ? 1 : along(dilation, 0), dw = along(dilation, w_dim);
-  const int64_t oh = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1, ow = (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
-  if (n == 0 || o == 0 || oh <= 0 || ow <= 0 || weight.size(1) != c) return std::nullopt;
-  const int64_t k = c * kh * kw, pixels = oh * ow;
-  compiler::GemmShape shape{n, o, pixels, k, std::max({o * k, c * h * w, o * pixels})};
-  const compiler::GemmLaunch launch =
-      compiler::gemm_launch(shape, /*float32=*/true, props.tiled_kernels, props.compute_units, props.max_workgroups);
-  if ((launch.entry != "gemm_t128" && launch.entry != "gemm_t64") || launch.swap_operands) return std::nullopt;
-  const int64_t kernel = library_kernel(device, "conv2d_t" + launch.entry.substr(6) + "_f32");
+  if (has_bias && bias->scalar_type() != at::kFloat) return std::nullopt;
+  const auto g = geometry(input, weight, stride, padding, dilation, groups);
+  if (!g) return std::nullopt;
+  const int64_t k = g->c * g->taps(), pixels = g->oh * g->ow;
+  const auto [kernel, workgroups] = tiled_kernel(input.device().index(), "conv2d",
+                                                 {g->n, g->o, pixels, k, std::max({g->o * k, g->c * g->h * g->w, g->o * pixels})});
   if (kernel < 0) return std::nullopt;
   const at::Tensor x = input.contiguous(), weights = weight.contiguous();
-  at::Tensor out = at::empty(flat ? std::vector<int64_t>{n, o, ow} : std::vector<int64_t>{n, o, oh, ow}, x.options());
+  at::Tensor out = at::empty(g->flat ? std::vector<int64_t>{g->n, g->o, g->ow} : std::vector<int64_t>{g->n, g->o, g->oh, g->ow},
+                             x.options());
   // glsl_gemm.h's scalars: A = weights [o, k]; B = the columns (an image
   // apart); C = out [o, pixels] per image; X = the bias along rows.
-  const std::vector<int64_t> scalars = {n, o, pixels, k, 0, k, 1, c * h * w, 0, 0, o * pixels, pixels, 1,
-                                        0, 1, 0, double_bits(1.0), double_bits(has_bias ? 1.0 : 0.0),
-                                        h, w, ow, kh, kw, sh, sw, ph, pw, dh, dw};
-  launch_compiled_kernel(kernel, {weights, x, out, has_bias ? bias->contiguous() : out}, scalars, launch.workgroups);
+  std::vector<int64_t> scalars = {g->n, g->o, pixels, k, 0, k, 1, g->c * g->h * g->w, 0, 0, g->o * pixels, pixels, 1,
+                                  0, 1, 0, double_bits(1.0), double_bits(has_bias ? 1.0 : 0.0)};
+  for (int64_t v : g->conv_scalars()) scalars.push_back(v);
+  launch_compiled_kernel(kernel, {weights, x, out, has_bias ? bias->contiguous() : out}, scalars, workgroups);
   return out;
+}
+
+std::optional<at::Tensor> implicit_gemm_convolution_input_grad(const at::Tensor& grad_output, const at::Tensor& input,
+                                                               const at::Tensor& weight, c10::IntArrayRef stride,
+                                                               c10::IntArrayRef padding, c10::IntArrayRef dilation,
+                                                               int64_t groups) {
+  if (grad_output.scalar_type() != at::kFloat) return std::nullopt;
+  const auto g = geometry(input, weight, stride, padding, dilation, groups);
+  if (!g) return std::nullopt;
+  const int64_t k = g->o * g->taps(), pixels = g->h * g->w, out_image = g->o * g->oh * g->ow;
+  const auto [kernel, workgroups] = tiled_kernel(input.device().index(), "conv2d_dgrad",
+                                                 {g->n, g->c, pixels, k, std::max({g->c * k, out_image, g->c * pixels})});
+  if (kernel < 0) return std::nullopt;
+  const at::Tensor go = grad_output.contiguous(), weights = weight.contiguous();
+  at::Tensor grad_input = at::empty(input.sizes(), go.options());
+  // A = the weights as [c, (o, kh, kw)]; B = the output gradient (an image
+  // apart); C = the input gradient [c, pixels] per image.
+  std::vector<int64_t> scalars = {g->n, g->c, pixels, k, 0, 0, 0, out_image, 0, 0, g->c * pixels, pixels, 1,
+                                  0, 1, 0, double_bits(1.0), double_bits(0.0)};
+  for (int64_t v : g->conv_scalars()) scalars.push_back(v);
+  launch_compiled_kernel(kernel, {weights, go, grad_input, grad_input}, scalars, workgroups);
+  return grad_input;
 }
 
 }  // namespace openneuron::integration

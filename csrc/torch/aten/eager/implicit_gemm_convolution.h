@@ -21,4 +21,12 @@ std::optional<at::Tensor> implicit_gemm_convolution(const at::Tensor& input, con
                                                     c10::IntArrayRef padding, c10::IntArrayRef dilation,
                                                     int64_t groups);
 
+// The input's gradient of such a convolution as one kernel (conv2d_dgrad_t*):
+// grad_output times the weights, each output pixel found from the input
+// pixel and tap; no columns gradient, no col2im. Same conditions.
+std::optional<at::Tensor> implicit_gemm_convolution_input_grad(const at::Tensor& grad_output, const at::Tensor& input,
+                                                               const at::Tensor& weight, c10::IntArrayRef stride,
+                                                               c10::IntArrayRef padding, c10::IntArrayRef dilation,
+                                                               int64_t groups);
+
 }  // namespace openneuron::integration
