@@ -37,22 +37,22 @@ def rmsnorm_silu_gate(x, g, w):
 
 
 def per_call_ms(f, args, n=10):
-    # neuron results stay alive: a chain nobody reads would not run. cpu
-    # eager computes anyway; its results are dropped, so its allocator
-    # reuses warm memory instead of faulting in fresh pages (its best case).
+    # Each neuron call is synchronized before its result is dropped: a
+    # chain nobody reads would never run, and a result kept alive would
+    # take fresh memory each call while cpu eager reuses the blocks it
+    # just freed (warm in cache). So both configurations compute every
+    # call into memory they reuse.
     on_cpu = args[0].device.type == "cpu"
-    keep = []
     for _ in range(2):
-        keep.append(f(*args))
-    if not on_cpu:
-        torch.neuron.synchronize()
+        r = f(*args)
+        if not on_cpu:
+            torch.neuron.synchronize()
     t0 = time.perf_counter()
     for _ in range(n):
         r = f(*args)
         if not on_cpu:
-            keep.append(r)
-    if not on_cpu:
-        torch.neuron.synchronize()
+            torch.neuron.synchronize()
+        del r
     return (time.perf_counter() - t0) / n * 1e3
 
 
