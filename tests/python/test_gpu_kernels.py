@@ -90,8 +90,10 @@ def test_tiled_training_step_matches_cpu():
 
 def test_implicit_gemm_convolutions_match_cpu():
     # float32 conv2d and conv1d forwards run one conv2d_t* kernel that reads
-    # the input's columns in place, and their input gradients one
-    # conv2d_dgrad_t* kernel: strides (one that skips input pixels too),
+    # the input's columns in place, their input gradients one
+    # conv2d_dgrad_t* kernel and their weight gradients one conv2d_wgrad_t*
+    # (when the per-image shares are smaller than the columns): strides (one
+    # that skips input pixels too),
     # padding, dilation, rectangular kernels, 1x1, a bias or none,
     # channels-last input; groups and float64 take the im2col route. No
     # columns buffer (or its gradient): the peak is the result.
@@ -103,10 +105,10 @@ def test_implicit_gemm_convolutions_match_cpu():
     d = "neuron"
     def check(name, f, x, w, b, **kw):
         # The forward, and the input's gradient for a random output gradient.
-        xw = x.double().clone().requires_grad_()
-        want = f(xw, w.double(), None if b is None else b.double(), **kw)
-        xd = x.to(d).requires_grad_()
-        got = f(xd, w.to(d), None if b is None else b.to(d), **kw)
+        xw, ww = x.double().clone().requires_grad_(), w.double().clone().requires_grad_()
+        want = f(xw, ww, None if b is None else b.double(), **kw)
+        xd, wd = x.to(d).requires_grad_(), w.to(d).requires_grad_()
+        got = f(xd, wd, None if b is None else b.to(d), **kw)
         assert got.shape == want.shape, name
         torch.testing.assert_close(got.cpu(), want.to(got.dtype), rtol=3e-5, atol=3e-5, msg=name)
         g = torch.randn(want.shape)
@@ -114,6 +116,9 @@ def test_implicit_gemm_convolutions_match_cpu():
         got.backward(g.to(d))
         assert xd.grad.stride() == x.stride(), name
         torch.testing.assert_close(xd.grad.cpu(), xw.grad.to(x.dtype), rtol=1e-4, atol=1e-4, msg=name + " (grad)")
+        scale = ww.grad.abs().max().item()  # a sum over every image's pixels
+        torch.testing.assert_close(wd.grad.cpu(), ww.grad.to(w.dtype), rtol=1e-4, atol=1e-5 * scale,
+                                   msg=name + " (weight grad)")
     with profile() as prof:
         for xs, ws, kw in [((2, 3, 17, 19), (8, 3, 3, 3), dict(stride=1, padding=1)),
                            ((2, 16, 32, 32), (70, 16, 3, 3), dict(stride=2, padding=1)),
@@ -129,7 +134,7 @@ def test_implicit_gemm_convolutions_match_cpu():
         x = torch.randn(2, 8, 15, 15).to(memory_format=torch.channels_last)
         check("channels-last input", F.conv2d, x, torch.randn(16, 8, 3, 3), torch.randn(16), padding=1)
     ran = {e.name.split(": ")[1].rsplit("_t", 1)[0] for e in prof.events() if "library kernel: conv2d" in e.name}
-    assert ran == {"conv2d", "conv2d_dgrad"}, ran
+    assert ran == {"conv2d", "conv2d_dgrad", "conv2d_wgrad"}, ran
     with profile() as prof:
         check("groups", F.conv2d, torch.randn(2, 8, 12, 12), torch.randn(16, 4, 3, 3), torch.randn(16), groups=2)
         check("float64", F.conv2d, torch.randn(2, 3, 12, 12).double(), torch.randn(8, 3, 3, 3).double(), None)
@@ -150,6 +155,17 @@ def test_implicit_gemm_convolutions_match_cpu():
     gx, = torch.autograd.grad(y, x, torch.ones_like(y))
     torch.neuron.synchronize()
     assert torch.neuron.max_memory_allocated() - base <= 2 * gx.nbytes + (1 << 20), "a columns gradient was written"
+    x.requires_grad_(False)
+    w.requires_grad_()
+    y = F.conv2d(x, w, padding=1)
+    gy = torch.ones_like(y)
+    torch.neuron.synchronize()
+    torch.neuron.reset_peak_memory_stats()
+    base = torch.neuron.memory_allocated()
+    gw, = torch.autograd.grad(y, w, gy)
+    torch.neuron.synchronize()
+    peak = torch.neuron.max_memory_allocated() - base  # the 8 images' shares and their sum
+    assert peak <= 9 * gw.nbytes + (1 << 20), f"the columns were written: {peak} bytes"
     """, env=TILED, timeout=600)
 
 

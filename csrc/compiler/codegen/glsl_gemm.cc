@@ -80,7 +80,7 @@ std::string direct_gemm(const std::string& t, const std::string& suffix) {
 
 // What the tiled kernel's operands are: plain strided matrices, or the
 // implicit matrices of a convolution's forward or input gradient.
-enum class Operands { kGemm, kConv, kConvInputGrad };
+enum class Operands { kGemm, kConv, kConvInputGrad, kConvWeightGrad };
 
 // The implicit matrices, as functions of the depth. conv2d_t*: B is the
 // input's columns (one image, C x H x W, contiguous) at depth k = (c, kh,
@@ -89,6 +89,10 @@ enum class Operands { kGemm, kConv, kConvInputGrad };
 // seen as [c, (o, kh, kw)], and B the output gradient (one image, O x OH x
 // OW) at depth (o, kh, kw) for input pixel (ih, iw): the output pixel that
 // tap reached from it, zero where no output pixel did (strides skip some).
+// conv2d_wgrad_t*: A is one image's output gradient [o, pixels] (a plain
+// matrix), and B the input's columns transposed: at depth p (an output
+// pixel) for the column's tap, whose channel offset and tap offsets (less
+// the padding) come precomputed.
 const char* const kConvLoads = R"GLSL(
 float on_conv_column(OnGemmFloats B, int k, int ih0, int iw0, int ki, int kkh, int kkw, int cdh, int cdw, int ch, int cw) {
   if (k >= ki) return 0.0;
@@ -109,6 +113,12 @@ float on_dgrad_output(OnGemmFloats B, int d, int ih, int iw, int ki, int kkh, in
   if (y < 0 || x < 0) return 0.0;
   const int oy = y / csh, ox = x / csw;
   return (oy * csh == y && ox * csw == x && oy < coh && ox < cow) ? B.v[(o * coh + oy) * cow + ox] : 0.0;
+}
+float on_wgrad_column(OnGemmFloats B, int p, int coff, int th, int tw, int ki, int cow, int csh, int csw, int ch,
+                      int cw) {
+  if (p >= ki) return 0.0;
+  const int oy = p / cow, ih = oy * csh + th, iw = (p - oy * cow) * csw + tw;
+  return (ih >= 0 && ih < ch && iw >= 0 && iw < cw) ? B.v[coff + ih * cw + iw] : 0.0;
 }
 )GLSL";
 
@@ -131,6 +141,9 @@ std::string operand_positions(Operands op, const std::string& q) {
     s += "    const int ih" + q + " = (ob" + q + " / cow) * csh - cph, iw" + q + " = (ob" + q + " % cow) * csw - cpw;\n";
   if (op == Operands::kConvInputGrad)  // the input pixel
     s += "    const int ih" + q + " = ob" + q + " / cw, iw" + q + " = ob" + q + " % cw;\n";
+  if (op == Operands::kConvWeightGrad)  // the tap: channel offset, tap offsets less the padding
+    s += "    const int coff" + q + " = (ob" + q + " / (kkh * kkw)) * ch * cw, th" + q + " = ((ob" + q +
+         " % (kkh * kkw)) / kkw) * cdh - cph, tw" + q + " = (ob" + q + " % kkw) * cdw - cpw;\n";
   return s;
 }
 
@@ -145,6 +158,8 @@ std::string b_load(Operands op, const std::string& q, const std::string& depth) 
   if (op == Operands::kConvInputGrad)
     return "on_dgrad_output(B, " + depth + ", ih" + q + ", iw" + q +
            ", ki, kkh, kkw, cdh, cdw, csh, csw, cph, cpw, coh, cow)";
+  if (op == Operands::kConvWeightGrad)
+    return "on_wgrad_column(B, " + depth + ", coff" + q + ", th" + q + ", tw" + q + ", ki, cow, csh, csw, ch, cw)";
   return depth + " < ki ? B.v[ob" + q + " + (" + depth + ") * sb_k] : 0.0";
 }
 
@@ -163,17 +178,23 @@ std::string b_load(Operands op, const std::string& q, const std::string& depth) 
 // cols(input[b]) + bias, where the columns matrix (depth c*kh*kw, column
 // oh*ow) is never written: each load of B computes its input coordinates,
 // and reads zero in the padding. conv2d_dgrad_t<tile>_f32 likewise gives
-// the input's gradient, C[b] = W' grad_output'[b] (kConvLoads). Their
-// scalars are the gemm's (batch = images; forward: m = output channels, n =
-// output pixels, k = C*KH*KW; input gradient: m = input channels, n = input
-// pixels, k = O*KH*KW; B's batch stride is an image's) and then H, W, OW,
-// KH, KW, stride, padding and dilation (height, width each).
+// the input's gradient, C[b] = W' grad_output'[b], and conv2d_wgrad_t* one
+// image's share of the weights' gradient, C[b] = grad_output[b] cols[b]^T
+// (kConvLoads). Their scalars are the gemm's (batch = images; forward: m =
+// output channels, n = output pixels, k = C*KH*KW; input gradient: m =
+// input channels, n = input pixels, k = O*KH*KW; weight gradient: m =
+// output channels, n = C*KH*KW, k = output pixels; B's batch stride is an
+// image's) and then H, W, OW, KH, KW, stride, padding and dilation
+// (height, width each).
 std::string tiled_gemm(int tile, Operands op) {
   const int per = tile / 16;           // rows (and columns) per invocation
   const int groups = per / 4;          // vec4 groups of them
   const int loads = tile * 16 / 256;   // elements of each operand per invocation per slice
   const bool conv = op != Operands::kGemm;
-  const std::string name = op == Operands::kGemm ? "gemm_t" : op == Operands::kConv ? "conv2d_t" : "conv2d_dgrad_t";
+  const std::string name = op == Operands::kGemm            ? "gemm_t"
+                           : op == Operands::kConv          ? "conv2d_t"
+                           : op == Operands::kConvInputGrad ? "conv2d_dgrad_t"
+                                                            : "conv2d_wgrad_t";
   std::string k = glsl_entry_preamble(name + n(tile) + "_f32", 4, conv ? 29 : 18, 256, {});
   k += "layout(buffer_reference, std430, buffer_reference_align = 4) buffer OnGemmFloats { float v[]; };\n";
   k += "shared vec4 on_as[16][" + n(tile / 4 + 1) + "];\nshared vec4 on_bs[16][" + n(tile / 4 + 1) + "];\n";
@@ -200,7 +221,7 @@ std::string tiled_gemm(int tile, Operands op) {
     OnGemmFloats A = OnGemmFloats(a + uint64_t(bi * a_b) * 4ul), B = OnGemmFloats(bm + uint64_t(bi * b_b) * 4ul);
     OnGemmFloats C = OnGemmFloats(c + uint64_t(bi * c_b) * 4ul), X = OnGemmFloats(x + uint64_t(bi * x_b) * 4ul);
 )GLSL", {{"$TL", n(tile) + "L"}, {"$T", n(tile)}, {"$AROWS", conv ? "true" : "a_k == 1L"},
-                                   {"$BROWS", conv ? "true" : "b_n == 1L"}});
+                                   {"$BROWS", op == Operands::kGemm ? "b_n == 1L" : op == Operands::kConvWeightGrad ? "false" : "true"}});
   // Rows and columns past the edge load the last one (never stored);
   // depths past k load zero.
   for (int q = 0; q < loads; ++q) {
@@ -321,7 +342,7 @@ std::string rows_gemm() {
 
 std::string glsl_gemm_entries() {
   std::string entries = direct_gemm("float", "f32") + direct_gemm("double", "f64") + rows_gemm();
-  for (Operands op : {Operands::kGemm, Operands::kConv, Operands::kConvInputGrad})
+  for (Operands op : {Operands::kGemm, Operands::kConv, Operands::kConvInputGrad, Operands::kConvWeightGrad})
     entries += tiled_gemm(128, op) + tiled_gemm(64, op);
   return entries;
 }

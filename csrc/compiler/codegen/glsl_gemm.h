@@ -16,7 +16,8 @@
 //   conv2d_t128_f32,      the tiled kernels as an implicit GEMM for a
 //   conv2d_t64_f32        convolution: B is the input's columns, read in
 //                         place (29 scalars: glsl_gemm.cc says which);
-//   conv2d_dgrad_t*_f32   and for its input's gradient.
+//   conv2d_dgrad_t*_f32,  and for its input's gradient, and for each
+//   conv2d_wgrad_t*_f32   image's share of its weights' gradient.
 //   gemm_rows_f32         products with at most 8 rows (or, swapped, 8
 //                         columns): a decode step, a matrix-vector product;
 //                         a workgroup's invocations split k.

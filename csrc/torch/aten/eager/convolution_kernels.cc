@@ -122,7 +122,11 @@ std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> device_convolution
     for (int64_t i = 0; i < s.spatial; ++i) dims.push_back(2 + i);
     grad_bias = grad_output.sum(dims);
   }
-  if (output_mask[1]) {
+  const ImplicitGemmGrads direct = implicit_gemm_convolution_backward(grad_output, input, weight, stride, padding,
+                                                                      dilation, groups, output_mask[0], output_mask[1]);
+  if (direct.weight) grad_weight = *direct.weight;
+  if (direct.input) grad_input = direct.input->contiguous(input.suggest_memory_format());
+  if (output_mask[1] && !grad_weight.defined()) {
     const at::Tensor cols = columns(padded(input, s, padding), s, stride, dilation);  // [n, g, ck, l]
     // sum over n of go [o/g, l] x cols^T [l, ck], as one product per group
     const at::Tensor a = go.permute({1, 2, 0, 3}).reshape({s.g, s.o / s.g, s.n * s.l()});
@@ -132,11 +136,6 @@ std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> device_convolution
     grad_weight = a.scalar_type() == at::kFloat
                       ? at::bmm(a.to(at::kDouble), b.to(at::kDouble)).to(at::kFloat).reshape(weight.sizes())
                       : at::bmm(a, b).reshape(weight.sizes());
-  }
-  if (output_mask[0]) {
-    if (auto direct = implicit_gemm_convolution_input_grad(grad_output, input, weight, stride, padding, dilation,
-                                                           groups))
-      grad_input = direct->contiguous(input.suggest_memory_format());
   }
   if (output_mask[0] && !grad_input.defined()) {
     // Columns' gradient [n, g, ck, l], added back into the padded input

@@ -1,5 +1,5 @@
 // Convolution on a device whose memory the host cannot address: float32
-// 2-d and 1-d forwards and input gradients as one implicit-GEMM kernel
+// 2-d and 1-d forwards and gradients as implicit-GEMM kernels
 // where the device's library has it (implicit_gemm_convolution.h); else from ops
 // that have device kernels: the (padded) input seen as columns through a
 // strided view (im2col, one device copy), a batched matmul on the kernel

@@ -83,26 +83,59 @@ std::optional<at::Tensor> implicit_gemm_convolution(const at::Tensor& input, con
   return out;
 }
 
-std::optional<at::Tensor> implicit_gemm_convolution_input_grad(const at::Tensor& grad_output, const at::Tensor& input,
-                                                               const at::Tensor& weight, c10::IntArrayRef stride,
-                                                               c10::IntArrayRef padding, c10::IntArrayRef dilation,
-                                                               int64_t groups) {
-  if (grad_output.scalar_type() != at::kFloat) return std::nullopt;
-  const auto g = geometry(input, weight, stride, padding, dilation, groups);
-  if (!g) return std::nullopt;
-  const int64_t k = g->o * g->taps(), pixels = g->h * g->w, out_image = g->o * g->oh * g->ow;
+namespace {
+
+// The input's gradient: A = the weights as [c, (o, kh, kw)]; B = the output
+// gradient (an image apart); C = the input gradient [c, pixels] per image.
+std::optional<at::Tensor> input_grad(const Geometry& g, const at::Tensor& grad_output, const at::Tensor& input,
+                                     const at::Tensor& weight) {
+  const int64_t k = g.o * g.taps(), pixels = g.h * g.w, out_image = g.o * g.oh * g.ow;
   const auto [kernel, workgroups] = tiled_kernel(input.device().index(), "conv2d_dgrad",
-                                                 {g->n, g->c, pixels, k, std::max({g->c * k, out_image, g->c * pixels})});
+                                                 {g.n, g.c, pixels, k, std::max({g.c * k, out_image, g.c * pixels})});
   if (kernel < 0) return std::nullopt;
-  const at::Tensor go = grad_output.contiguous(), weights = weight.contiguous();
-  at::Tensor grad_input = at::empty(input.sizes(), go.options());
-  // A = the weights as [c, (o, kh, kw)]; B = the output gradient (an image
-  // apart); C = the input gradient [c, pixels] per image.
-  std::vector<int64_t> scalars = {g->n, g->c, pixels, k, 0, 0, 0, out_image, 0, 0, g->c * pixels, pixels, 1,
+  at::Tensor grad_input = at::empty(input.sizes(), grad_output.options());
+  std::vector<int64_t> scalars = {g.n, g.c, pixels, k, 0, 0, 0, out_image, 0, 0, g.c * pixels, pixels, 1,
                                   0, 1, 0, double_bits(1.0), double_bits(0.0)};
-  for (int64_t v : g->conv_scalars()) scalars.push_back(v);
-  launch_compiled_kernel(kernel, {weights, go, grad_input, grad_input}, scalars, workgroups);
+  for (int64_t v : g.conv_scalars()) scalars.push_back(v);
+  launch_compiled_kernel(kernel, {weight.contiguous(), grad_output, grad_input, grad_input}, scalars, workgroups);
   return grad_input;
+}
+
+// The weights' gradient: A = an image's output gradient [o, pixels]; B =
+// its columns, transposed [pixels, c*kh*kw]; C = its share, one per image,
+// summed after (float sums within an image; across images the device's
+// reduction: compensated on GPUs, double on the CPU). The shares outsize
+// the columns when there are more output channels than pixels (late
+// layers): then nullopt.
+std::optional<at::Tensor> weight_grad(const Geometry& g, const at::Tensor& grad_output, const at::Tensor& input,
+                                      const at::Tensor& weight) {
+  const int64_t k = g.c * g.taps(), pixels = g.oh * g.ow;
+  if (g.n > 1 && g.o > pixels) return std::nullopt;
+  const auto [kernel, workgroups] = tiled_kernel(input.device().index(), "conv2d_wgrad",
+                                                 {g.n, g.o, k, pixels, std::max({g.o * pixels, g.c * g.h * g.w, g.o * k})});
+  if (kernel < 0) return std::nullopt;
+  at::Tensor shares = at::empty({g.n, g.o, k}, grad_output.options());
+  std::vector<int64_t> scalars = {g.n, g.o, k, pixels, g.o * pixels, pixels, 1, g.c * g.h * g.w, 0, 0,
+                                  g.o * k, k, 1, 0, 1, 0, double_bits(1.0), double_bits(0.0)};
+  for (int64_t v : g.conv_scalars()) scalars.push_back(v);
+  launch_compiled_kernel(kernel, {grad_output, input.contiguous(), shares, shares}, scalars, workgroups);
+  return (g.n == 1 ? shares[0] : shares.sum(0)).view(weight.sizes());
+}
+
+}  // namespace
+
+ImplicitGemmGrads implicit_gemm_convolution_backward(const at::Tensor& grad_output, const at::Tensor& input,
+                                                     const at::Tensor& weight, c10::IntArrayRef stride,
+                                                     c10::IntArrayRef padding, c10::IntArrayRef dilation,
+                                                     int64_t groups, bool want_input, bool want_weight) {
+  ImplicitGemmGrads grads;
+  if (grad_output.scalar_type() != at::kFloat) return grads;
+  const auto g = geometry(input, weight, stride, padding, dilation, groups);
+  if (!g) return grads;
+  const at::Tensor go = grad_output.contiguous();
+  if (want_input) grads.input = input_grad(*g, go, input, weight);
+  if (want_weight) grads.weight = weight_grad(*g, go, input, weight);
+  return grads;
 }
 
 }  // namespace openneuron::integration

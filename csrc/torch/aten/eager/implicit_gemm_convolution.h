@@ -21,12 +21,19 @@ std::optional<at::Tensor> implicit_gemm_convolution(const at::Tensor& input, con
                                                     c10::IntArrayRef padding, c10::IntArrayRef dilation,
                                                     int64_t groups);
 
-// The input's gradient of such a convolution as one kernel (conv2d_dgrad_t*):
-// grad_output times the weights, each output pixel found from the input
-// pixel and tap; no columns gradient, no col2im. Same conditions.
-std::optional<at::Tensor> implicit_gemm_convolution_input_grad(const at::Tensor& grad_output, const at::Tensor& input,
-                                                               const at::Tensor& weight, c10::IntArrayRef stride,
-                                                               c10::IntArrayRef padding, c10::IntArrayRef dilation,
-                                                               int64_t groups);
+// The gradients of such a convolution, each one kernel: the input's
+// (conv2d_dgrad_t*: the output gradient times the weights, each output pixel
+// found from the input pixel and tap; no columns gradient, no col2im), and
+// the weights' (conv2d_wgrad_t*: each image's share, its output gradient
+// times its columns read in place, summed over the images). A gradient not
+// wanted, or that does not suit (as above, or shares that would outsize the
+// columns), is nullopt: the caller takes im2col for it.
+struct ImplicitGemmGrads {
+  std::optional<at::Tensor> input, weight;
+};
+ImplicitGemmGrads implicit_gemm_convolution_backward(const at::Tensor& grad_output, const at::Tensor& input,
+                                                     const at::Tensor& weight, c10::IntArrayRef stride,
+                                                     c10::IntArrayRef padding, c10::IntArrayRef dilation,
+                                                     int64_t groups, bool want_input, bool want_weight);
 
 }  // namespace openneuron::integration
