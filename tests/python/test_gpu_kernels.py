@@ -72,6 +72,38 @@ def test_matmuls_match_cpu_in_float64(tiled, kernels):
     run_python(code, env=dict(VULKAN, OPENNEURON_VULKAN_TILED_KERNELS=tiled), timeout=600)
 
 
+def test_sixteen_bit_matmuls_match_cpu():
+    # float16 and bfloat16 products run on the device (tiled or direct),
+    # accumulating in float and rounding once, as the CPU's do: within one
+    # rounding of the float64 product, never through the CPU fallback.
+    run_python("""
+    import torch
+    import torch.nn.functional as F
+    from torch.profiler import profile
+    torch.manual_seed(0)
+    d = "neuron"
+    def check(name, f, *args):
+        want = f(*[a.double() for a in args])
+        got = f(*[a.to(d) for a in args])
+        assert got.dtype == args[0].dtype, name
+        tol = 8e-3 if got.dtype == torch.float16 else 6e-2  # about one rounding of the result
+        torch.testing.assert_close(got.cpu().double(), want, rtol=tol, atol=tol * want.abs().max().item(), msg=name)
+    with profile() as prof:
+        for dt in (torch.float16, torch.bfloat16):
+            for m, k, n in [(64, 32, 48), (130, 70, 129), (300, 257, 200), (3, 50, 7), (1, 768, 100)]:
+                a, b = torch.randn(m, k).to(dt), torch.randn(k, n).to(dt)
+                check(f"mm {dt} {m}x{k}x{n}", torch.mm, a, b)
+                check(f"addmm {dt} {m}x{k}x{n}", lambda c, x, y: torch.addmm(c, x, y, beta=0.5, alpha=2.0),
+                      torch.randn(n).to(dt), a, b)
+            check(f"linear {dt}", F.linear, torch.randn(2, 50, 40).to(dt), torch.randn(90, 40).to(dt),
+                  torch.randn(90).to(dt))
+            check(f"bmm {dt}", torch.bmm, torch.randn(3, 45, 33).to(dt), torch.randn(3, 33, 70).to(dt))
+    ran = {e.name.split(": ")[1] for e in prof.events() if "library kernel: gemm" in e.name}
+    assert {"gemm_t128_f16", "gemm_f16", "gemm_t128_bf16", "gemm_bf16"} <= ran, ran
+    assert torch.neuron.fallback_report() == []
+    """, env=TILED, timeout=600)
+
+
 def test_tiled_training_step_matches_cpu():
     # Forward and backward of a small MLP: the backward's products read
     # transposed operands (x.t() @ grad, grad @ w) in place.

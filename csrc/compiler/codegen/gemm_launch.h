@@ -25,9 +25,11 @@ struct GemmLaunch {
 
 // Which entry runs a float32 product on a device, and its grid. `tiled`:
 // the device runs the tiled kernels (DeviceProperties::tiled_kernels); `compute_units` and `max_workgroups`
-// from the device's properties. Other dtypes take "gemm".
+// from the device's properties. `sixteen_bit` (float16, bfloat16): the
+// tiled kernels or "gemm" (they have no "gemm_rows"). Other dtypes take
+// "gemm".
 GemmLaunch gemm_launch(const GemmShape& shape, bool float32, bool tiled, int compute_units,
-                       int64_t max_workgroups);
+                       int64_t max_workgroups, bool sixteen_bit = false);
 
 // The gemm scalars (glsl_gemm.h's order) of the transposed product.
 std::vector<int64_t> swapped_gemm_scalars(const std::vector<int64_t>& scalars);

@@ -30,14 +30,30 @@ const char* const kGemmArguments = R"GLSL(
   const bool use_x = on_args.s[17] != 0L;  // beta == 0 ignores X entirely (its NaNs too), as in BLAS
 )GLSL";
 
-// gemm_<suffix> over elements of GLSL type `t`. Each invocation computes a
+// How a product's elements are stored and computed: float32 and float64 as
+// themselves; float16, and bfloat16 (its bits in a uint16_t: GLSL has no
+// such type), widened to float on load and rounded once on store, as
+// ATen's CPU products of them are.
+struct Storage {
+  std::string type, suffix, size, compute;  // GLSL element type, entry suffix, bytes, accumulator type
+  std::string load(const std::string& raw) const {
+    return suffix == "f16" ? "float(" + raw + ")" : suffix == "bf16" ? "on_bf16_load(" + raw + ")" : raw;
+  }
+  std::string store(const std::string& value) const {
+    return suffix == "f16" ? "float16_t(" + value + ")" : suffix == "bf16" ? "on_bf16_store(" + value + ")" : value;
+  }
+};
+const Storage kF32{"float", "f32", "4", "float"}, kF64{"double", "f64", "8", "double"},
+    kF16{"float16_t", "f16", "2", "float"}, kBF16{"uint16_t", "bf16", "2", "float"};
+
+// gemm_<suffix> over elements stored as `st`. Each invocation computes a
 // 4x4 block of C in registers from global memory (no shared memory and no
 // barriers). k advances four steps per loop trip (lavapipe allows an
 // invocation 65535 loop trips in all).
-std::string direct_gemm(const std::string& t, const std::string& suffix) {
-  const std::string size = t == "double" ? "8" : "4", ref = "OnRef_" + t;
-  auto text = [&](const std::string& s) { return substituted(s, {{"$T", t}, {"$R", ref}, {"$S", size}}); };
-  std::string k = glsl_entry_preamble("gemm_" + suffix, 4, 18, 64, {t});
+std::string direct_gemm(const Storage& st) {
+  const std::string t = st.compute, ref = "OnRef_" + st.type;
+  auto text = [&](const std::string& s) { return substituted(s, {{"$T", t}, {"$R", ref}, {"$S", st.size}}); };
+  std::string k = glsl_entry_preamble("gemm_" + st.suffix, 4, 18, 64, {st.type});
   k += "void main() {" + std::string(kGemmArguments);
   k += text(R"GLSL(  const $T alpha = $T(on_double_bits(on_args.s[16])), beta = $T(on_double_bits(on_args.s[17]));
   const uint64_t S = $Sul, da = uint64_t(a_k) * S, db = uint64_t(b_k) * S;
@@ -59,8 +75,8 @@ std::string direct_gemm(const std::string& t, const std::string& suffix) {
   std::string step = "      {\n";
   for (int q = 0; q < 4; ++q) {
     const std::string i = n(q);
-    step += text("        const $T a") + i + text(" = $R(pa") + i + ").v; pa" + i + " += da;\n";
-    step += text("        const $T b") + i + text(" = $R(pb") + i + ").v; pb" + i + " += db;\n";
+    step += text("        const $T a") + i + " = " + st.load(text("$R(pa") + i + ").v") + "; pa" + i + " += da;\n";
+    step += text("        const $T b") + i + " = " + st.load(text("$R(pb") + i + ").v") + "; pb" + i + " += db;\n";
   }
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 4; ++j) step += "        c" + n(i) + n(j) + " += a" + n(i) + " * b" + n(j) + ";\n";
@@ -70,9 +86,10 @@ std::string direct_gemm(const std::string& t, const std::string& suffix) {
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 4; ++j) {
       const std::string r = "i0 + " + n(i) + "L", q = "j0 + " + n(j) + "L";
+      const std::string x = st.load(text("$R(x + uint64_t(bi * x_b + (") + r + ") * x_m + (" + q + ") * x_n) * S).v");
       k += "    if (" + r + " < m && " + q + " < n) " + text("$R(c + uint64_t(bi * c_b + (") + r + ") * c_m + (" +
-           q + ") * c_n) * S).v = " + text("(use_x ? beta * $R(x + uint64_t(bi * x_b + (") + r + ") * x_m + (" +
-           q + ") * x_n) * S).v : " + text("$T(0)) + alpha * c") + n(i) + n(j) + ";\n";
+           q + ") * c_n) * S).v = " + st.store("(use_x ? beta * " + x + text(" : $T(0)) + alpha * c") + n(i) + n(j)) +
+           ";\n";
     }
   k += "  }\n}\n";
   return k;
@@ -147,12 +164,12 @@ std::string operand_positions(Operands op, const std::string& q) {
   return s;
 }
 
-// The value of A's (B's) q-th load at depth `depth`.
-std::string a_load(Operands op, const std::string& q, const std::string& depth) {
+// The value of A's (B's) q-th load at depth `depth`, as a float.
+std::string a_load(Operands op, const Storage& st, const std::string& q, const std::string& depth) {
   if (op == Operands::kConvInputGrad) return "on_dgrad_weight(A, " + depth + ", oa" + q + ", ki, kkh * kkw, mi)";
-  return depth + " < ki ? A.v[oa" + q + " + (" + depth + ") * sa_k] : 0.0";
+  return depth + " < ki ? " + st.load("A.v[oa" + q + " + (" + depth + ") * sa_k]") + " : 0.0";
 }
-std::string b_load(Operands op, const std::string& q, const std::string& depth) {
+std::string b_load(Operands op, const Storage& st, const std::string& q, const std::string& depth) {
   if (op == Operands::kConv)
     return "on_conv_column(B, " + depth + ", ih" + q + ", iw" + q + ", ki, kkh, kkw, cdh, cdw, ch, cw)";
   if (op == Operands::kConvInputGrad)
@@ -160,7 +177,7 @@ std::string b_load(Operands op, const std::string& q, const std::string& depth) 
            ", ki, kkh, kkw, cdh, cdw, csh, csw, cph, cpw, coh, cow)";
   if (op == Operands::kConvWeightGrad)
     return "on_wgrad_column(B, " + depth + ", coff" + q + ", th" + q + ", tw" + q + ", ki, cow, csh, csw, ch, cw)";
-  return depth + " < ki ? B.v[ob" + q + " + (" + depth + ") * sb_k] : 0.0";
+  return depth + " < ki ? " + st.load("B.v[ob" + q + " + (" + depth + ") * sb_k]") + " : 0.0";
 }
 
 // gemm_t<tile>_f32: a workgroup of 256 invocations (16 x 16) computes one
@@ -186,7 +203,7 @@ std::string b_load(Operands op, const std::string& q, const std::string& depth) 
 // output channels, n = C*KH*KW, k = output pixels; B's batch stride is an
 // image's) and then H, W, OW, KH, KW, stride, padding and dilation
 // (height, width each).
-std::string tiled_gemm(int tile, Operands op) {
+std::string tiled_gemm(int tile, Operands op, const Storage& st = kF32) {
   const int per = tile / 16;           // rows (and columns) per invocation
   const int groups = per / 4;          // vec4 groups of them
   const int loads = tile * 16 / 256;   // elements of each operand per invocation per slice
@@ -195,8 +212,9 @@ std::string tiled_gemm(int tile, Operands op) {
                            : op == Operands::kConv          ? "conv2d_t"
                            : op == Operands::kConvInputGrad ? "conv2d_dgrad_t"
                                                             : "conv2d_wgrad_t";
-  std::string k = glsl_entry_preamble(name + n(tile) + "_f32", 4, conv ? 29 : 18, 256, {});
-  k += "layout(buffer_reference, std430, buffer_reference_align = 4) buffer OnGemmFloats { float v[]; };\n";
+  std::string k = glsl_entry_preamble(name + n(tile) + "_" + st.suffix, 4, conv ? 29 : 18, 256, {});
+  k += "layout(buffer_reference, std430, buffer_reference_align = " + st.size + ") buffer OnGemmFloats { " + st.type +
+       " v[]; };\n";
   k += "shared vec4 on_as[16][" + n(tile / 4 + 1) + "];\nshared vec4 on_bs[16][" + n(tile / 4 + 1) + "];\n";
   if (conv) k += kConvLoads;
   k += "void main() {" + std::string(kGemmArguments);
@@ -218,17 +236,17 @@ std::string tiled_gemm(int tile, Operands op) {
   for (int64_t t = int64_t(gl_WorkGroupID.x); t < tiles; t += int64_t(gl_NumWorkGroups.x)) {
     const int64_t bi = t / (tm * tn), rest = t - bi * (tm * tn);
     const int i0 = int(rest / tn) * $T, j0 = int(rest - (rest / tn) * tn) * $T;
-    OnGemmFloats A = OnGemmFloats(a + uint64_t(bi * a_b) * 4ul), B = OnGemmFloats(bm + uint64_t(bi * b_b) * 4ul);
-    OnGemmFloats C = OnGemmFloats(c + uint64_t(bi * c_b) * 4ul), X = OnGemmFloats(x + uint64_t(bi * x_b) * 4ul);
-)GLSL", {{"$TL", n(tile) + "L"}, {"$T", n(tile)}, {"$AROWS", conv ? "true" : "a_k == 1L"},
+    OnGemmFloats A = OnGemmFloats(a + uint64_t(bi * a_b) * $Sul), B = OnGemmFloats(bm + uint64_t(bi * b_b) * $Sul);
+    OnGemmFloats C = OnGemmFloats(c + uint64_t(bi * c_b) * $Sul), X = OnGemmFloats(x + uint64_t(bi * x_b) * $Sul);
+)GLSL", {{"$TL", n(tile) + "L"}, {"$T", n(tile)}, {"$S", st.size}, {"$AROWS", conv ? "true" : "a_k == 1L"},
                                    {"$BROWS", op == Operands::kGemm ? "b_n == 1L" : op == Operands::kConvWeightGrad ? "false" : "true"}});
   // Rows and columns past the edge load the last one (never stored);
   // depths past k load zero.
   for (int q = 0; q < loads; ++q) {
     const std::string s = n(q);
     k += operand_positions(op, s);
-    k += "    float la" + s + " = " + a_load(op, s, "ka" + s) + ";\n";
-    k += "    float lb" + s + " = " + b_load(op, s, "kb" + s) + ";\n";
+    k += "    float la" + s + " = " + a_load(op, st, s, "ka" + s) + ";\n";
+    k += "    float lb" + s + " = " + b_load(op, st, s, "kb" + s) + ";\n";
   }
   for (int r = 0; r < per; ++r)
     for (int h = 0; h < groups; ++h) k += "    vec4 c" + n(r) + "_" + n(h) + " = vec4(0.0);\n";
@@ -242,8 +260,8 @@ std::string tiled_gemm(int tile, Operands op) {
   for (int q = 0; q < loads; ++q) {
     const std::string s = n(q);
     const std::string next_a = "k0 + 16 + ka" + s, next_b = "k0 + 16 + kb" + s;
-    k += "        la" + s + " = " + a_load(op, s, next_a) + ";\n";
-    k += "        lb" + s + " = " + b_load(op, s, next_b) + ";\n";
+    k += "        la" + s + " = " + a_load(op, st, s, next_a) + ";\n";
+    k += "        lb" + s + " = " + b_load(op, st, s, next_b) + ";\n";
   }
   k += "      }\n";
   for (int d = 0; d < 16; ++d) {
@@ -265,8 +283,9 @@ std::string tiled_gemm(int tile, Operands op) {
     for (int h = 0; h < groups; ++h)
       for (int c = 0; c < 4; ++c) {
         const std::string col = "j0 + " + n(64 * h + c) + " + 4 * tx";
-        k += "      if (" + col + " < ni) C.v[i * sc_m + (" + col + ") * sc_n] = (use_x ? beta * X.v[i * sx_m + (" +
-             col + ") * sx_n] : 0.0) + alpha * c" + n(r) + "_" + n(h) + "[" + n(c) + "];\n";
+        const std::string x = st.load("X.v[i * sx_m + (" + col + ") * sx_n]");
+        k += "      if (" + col + " < ni) C.v[i * sc_m + (" + col + ") * sc_n] = " +
+             st.store("(use_x ? beta * " + x + " : 0.0) + alpha * c" + n(r) + "_" + n(h) + "[" + n(c) + "]") + ";\n";
       }
     k += "    }\n";
   }
@@ -341,9 +360,11 @@ std::string rows_gemm() {
 }  // namespace
 
 std::string glsl_gemm_entries() {
-  std::string entries = direct_gemm("float", "f32") + direct_gemm("double", "f64") + rows_gemm();
+  std::string entries = rows_gemm();
+  for (const Storage* st : {&kF32, &kF64, &kF16, &kBF16}) entries += direct_gemm(*st);
   for (Operands op : {Operands::kGemm, Operands::kConv, Operands::kConvInputGrad, Operands::kConvWeightGrad})
     entries += tiled_gemm(128, op) + tiled_gemm(64, op);
+  for (const Storage* st : {&kF16, &kBF16}) entries += tiled_gemm(128, Operands::kGemm, *st) + tiled_gemm(64, Operands::kGemm, *st);
   return entries;
 }
 

@@ -4,6 +4,9 @@
 // m, n, k, the (b, m/k, k/n) strides of A, B, C, X in elements, then alpha
 // and beta as the bits of doubles (beta == 0 ignores X, NaNs included).
 //
+// float16 and bfloat16 ("_f16", "_bf16": gemm and the tiled gemm entries)
+// are widened to float on load and rounded once on store.
+//
 //   gemm_f32, gemm_f64    one invocation per 4x4 block of C, straight from
 //                         global memory: no shared memory, no barriers
 //                         (float64, thin products, devices whose limits

@@ -112,11 +112,16 @@ at::Tensor viewed(const at::Tensor& t, c10::IntArrayRef sizes, c10::IntArrayRef 
 bool gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, const at::Tensor& x,
           const std::vector<int64_t>& x_strides, double alpha, double beta, c10::DeviceIndex device) {
   const at::ScalarType dtype = out.scalar_type();
-  if (dtype != at::kFloat && dtype != at::kDouble) return false;
+  const bool sixteen_bit = dtype == at::kHalf || dtype == at::kBFloat16;  // the GLSL library's, computed in float
+  if (dtype != at::kFloat && dtype != at::kDouble && !sixteen_bit) return false;
   if (a.scalar_type() != dtype || b.scalar_type() != dtype || (beta != 0 && x.scalar_type() != dtype)) return false;
   // A device without float64 kernels runs float64 products on the CPU (never narrowed).
   if (dtype == at::kDouble && !hal::driver().properties(device).native_fp64) return false;
-  if (out.numel() == 0) return library_kernel(device, dtype == at::kFloat ? "gemm_f32" : "gemm_f64") >= 0;
+  const std::string suffix = dtype == at::kFloat    ? "_f32"
+                             : dtype == at::kDouble ? "_f64"
+                             : dtype == at::kHalf   ? "_f16"
+                                                    : "_bf16";
+  if (out.numel() == 0) return library_kernel(device, "gemm" + suffix) >= 0;
   const bool batched = out.dim() == 3;
   // Strides (b, m, k) of each operand; 0 for the batch of 2-d products.
   auto strides3 = [&](const at::Tensor& t) {
@@ -142,9 +147,9 @@ bool gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, const
     shape.largest_offset = std::max({last(m, k, sa[1], sa[2]), last(k, n, sb[1], sb[2]), last(m, n, sc[1], sc[2]),
                                       beta == 0 ? 0 : last(m, n, sx[1], sx[2])});
     launch = compiler::gemm_launch(shape, dtype == at::kFloat, props.tiled_kernels, props.compute_units,
-                                   props.max_workgroups);
+                                   props.max_workgroups, sixteen_bit);
   }
-  const int64_t kernel = library_kernel(device, launch.entry + (dtype == at::kFloat ? "_f32" : "_f64"));
+  const int64_t kernel = library_kernel(device, launch.entry + suffix);
   if (kernel < 0) return false;
   const bool swap = launch.swap_operands;  // C^T = B^T A^T
   launch_compiled_kernel(kernel, {swap ? b : a, swap ? a : b, out, beta == 0 ? out : x},
