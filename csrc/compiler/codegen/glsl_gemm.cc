@@ -96,7 +96,8 @@ std::string direct_gemm(const Storage& st) {
 }
 
 // What the tiled kernel's operands are: plain strided matrices, or the
-// implicit matrices of a convolution's forward or input gradient.
+// implicit matrices of a convolution's forward, input gradient or weight
+// gradient.
 enum class Operands { kGemm, kConv, kConvInputGrad, kConvWeightGrad };
 
 // The implicit matrices, as functions of the depth. conv2d_t*: B is the
