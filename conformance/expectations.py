@@ -14,6 +14,10 @@ KIND   xfail    an OpenNeuron bug: the check fails (or errors) and must keep
                 differ, shape, dtype, device and aliasing are compared only
                 (like the OpInfo's own "non-deterministic" ops); never an
                 unexpected pass
+       rounding  float rounding whose size depends on the machine (its
+                vector width and kernel blocking set the summation order):
+                a failing check is expected, as for xfail, and a pass is
+                no unexpected pass
        skip     the item is not run (pathological in time); CHECK must be *
 MODE   host | fallback | protected | compile | cuda-dtypes | vulkan: the entry applies to that run only
        (default: every run; fallback entries also apply to protected runs, and
@@ -30,7 +34,7 @@ import re
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_PATH = os.path.join(HERE, "expected_failures.txt")
-KINDS = ("xfail", "exclude", "undefined", "skip")
+KINDS = ("xfail", "exclude", "undefined", "rounding", "skip")
 _LINE = re.compile(r"^(\w+)(?:@([\w-]+))?\s+(\S+)\s+(\S+)\s+(\S+)\s+->\s+(\S.*)$")
 
 
@@ -92,7 +96,7 @@ def find(entries, kind, mode, name, dtype, check=None):
 
 
 def mentions(entries, mode, name, dtype):
-    """Entries (xfail/exclude) that concern an item, any check."""
-    return [e for e in entries if e.kind in ("xfail", "exclude")
+    """Entries (xfail/exclude/rounding) that concern an item, any check."""
+    return [e for e in entries if e.kind in ("xfail", "exclude", "rounding")
             and e.applies_to(mode)
             and fnmatch.fnmatchcase(name, e.name) and fnmatch.fnmatchcase(dtype, e.dtype)]
