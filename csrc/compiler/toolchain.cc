@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 
@@ -82,8 +83,12 @@ const Toolchain& toolchain() {
     // there; ATen's and Inductor's kernels use 512 bits on such CPUs, and so
     // do ours: a softmax row kernel (exp-bound) ran 3.0 -> 2.3 ms on a
     // Sapphire Rapids Xeon. Memory-bound kernels are unchanged.
-    if (t.cpu_features.find("avx512f") != std::string::npos && t.cpu_features.find("avx512bw") != std::string::npos &&
-        t.cpu_features.find("avx512vl") != std::string::npos && t.cpu_features.find("avx512dq") != std::string::npos)
+    const std::set<std::string> features = [&] {
+      std::istringstream words(t.cpu_features);
+      return std::set<std::string>(std::istream_iterator<std::string>(words), {});
+    }();
+    if (features.count("avx512f") && features.count("avx512bw") && features.count("avx512vl") &&
+        features.count("avx512dq"))
       t.flags += " -mprefer-vector-width=512";
     return t;
   }();
