@@ -57,12 +57,13 @@ _OPENNEURON_ENV = (
 )
 
 
-def run_python(code, env=None, timeout=90, check=True, script_dir=None):
+def run_python(code, env=None, timeout=90, check=True, script_dir=None, stdin=False):
     """Runs `code` in a fresh interpreter (sys.executable -c) and returns the
     CompletedProcess (text mode). `env` entries are added to a clean copy of
     the environment; check=True fails the test, with both output streams, on
     a non-zero exit status. With `script_dir`, the code runs from a file
-    there (needed by multiprocessing's 'spawn', which re-imports __main__)."""
+    there (needed by multiprocessing's 'spawn', which re-imports __main__);
+    with `stdin`, it is read from standard input (`python -`)."""
     full_env = {k: v for k, v in os.environ.items() if k not in _OPENNEURON_ENV}
     full_env.update(env or {})
     code = textwrap.dedent(code)
@@ -71,10 +72,13 @@ def run_python(code, env=None, timeout=90, check=True, script_dir=None):
         with open(path, "w") as f:
             f.write(code)
         argv = [sys.executable, path]
+    elif stdin:
+        argv = [sys.executable, "-"]
     else:
         argv = [sys.executable, "-c", code]
     proc = subprocess.run(
         argv,
+        input=code if stdin else None,
         env=full_env,
         capture_output=True,
         text=True,

@@ -467,6 +467,31 @@ def test_builtins_compile_with_saved_frames_on():
     assert proc.stdout.strip().endswith("ok"), proc.stderr[-2000:]
 
 
+def test_functions_without_readable_source_compile_unsaved():
+    """PyTorch 2.13's caching_precompile fails the compile of a frame whose
+    inlined source it cannot read: a script given on stdin (`python -`, as
+    in a heredoc) raised "could not get source code". Such frames compile,
+    unsaved, and give eager's values (functions from exec() too)."""
+    proc = run_python("""
+        import torch
+
+        def inner(t):
+            return torch.softmax(t, -1) + 1
+
+        def outer(t):
+            return inner(t) * 2
+
+        scope = {"torch": torch, "inner": inner}
+        exec("def from_exec(t):\\n    return inner(torch.relu(t)) - 3\\n", scope)
+        a = torch.randn(8, 16)
+        for fn in (outer, lambda t: inner(t) - 1, scope["from_exec"]):
+            got = torch.compile(fn, backend="neuron")(a.to("neuron")).cpu()
+            assert torch.allclose(got, fn(a), atol=1e-6), fn
+        print("ok")
+    """, stdin=True, timeout=240)
+    assert proc.stdout.strip().endswith("ok"), proc.stderr[-2000:]
+
+
 def test_saved_wrapper_bytecode_is_used_only_by_the_same_python():
     """A saved graph keeps its wrapper program compiled (this interpreter's
     bytecode behind its magic number); another interpreter's bytecode is

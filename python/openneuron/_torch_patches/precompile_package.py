@@ -79,7 +79,13 @@ def _each_inlined_source_once(original):
     once per call: the forward of each of 32 identical layers is read,
     checked against its module's file and hashed 32 times (0.3 s of a
     32-layer encoder's compile, growing with depth). A code object already
-    recorded in this package gives the same record: skip it."""
+    recorded in this package gives the same record: skip it.
+
+    It also fails the whole compile when a source cannot be read (a script
+    read from stdin, as in a heredoc: OSError "could not get source code")
+    or does not match its module's (AssertionError "Source mismatch"). Such
+    a frame could not be checked when a later process loads it: it is
+    compiled without saving it, as PyTorch does with frames it bypasses."""
 
     def add_inlined_source(self, sources):
         if not active():
@@ -89,7 +95,11 @@ def _each_inlined_source_once(original):
             recorded = set()
             self._openneuron_inlined = (self._source_info, recorded)
         fresh = [code for code in dict.fromkeys(sources) if code not in recorded]
-        original(self, fresh)
+        try:
+            original(self, fresh)
+        except (OSError, TypeError, AssertionError):
+            self.bypass_current_entry()
+            return
         if not (self._current_entry and self._current_entry.bypassed):
             recorded.update(fresh)
 
