@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <cfloat>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -160,7 +161,8 @@ TEST(Compile, GeneratedFloatExpIsWithinOneUlp) {
   ASSERT_NE(fn, nullptr);
   std::vector<float> x;
   for (float v = -110.0f; v < 90.0f; v = std::nextafter(v + std::fabs(v) * 1e-5f + 1e-30f, 100.0f)) x.push_back(v);
-  const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 88.72283f, 88.72284f, -87.33655f, -103.97f, -104.5f};
+  const float specials[] = {0.0f,    -0.0f,  INFINITY, -INFINITY, NAN,     88.72283f, 88.72284f, -87.33655f,
+                            -103.97f, -104.5f, 1e30f,    -1e30f,    3e9f,    -3e9f,     FLT_MAX,   -FLT_MAX};
   x.insert(x.end(), std::begin(specials), std::end(specials));
   std::vector<float> y(x.size());
   void* bufs[] = {x.data(), y.data()};

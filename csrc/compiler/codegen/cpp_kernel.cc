@@ -47,10 +47,6 @@ std::string literal(double v, bool is_int, DType ct) {
   return "static_cast<" + t + ">(" + buf + ")";
 }
 
-// Largest row (elements over the reduced dims) whose costly values a row
-// kernel keeps in a stack array between passes.
-constexpr int64_t kRowCacheMax = 8192;
-
 bool costly(const Node* n) {
   static const std::set<std::string> ops = {
       "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh", "sigmoid", "erf", "erfc", "sin",
@@ -97,6 +93,26 @@ class KernelWriter {
   GeneratedKernel run() {
     if (g_.kind == KernelGroup::Kind::Pointwise) write_pointwise();
     else write_reduction();
+    return assemble(prologue_ + body_);
+  }
+
+  // After run(): for rows of symbolic length whose values this writer keeps
+  // in row cache arrays (sized kRowCacheMax), the C++ condition under which
+  // they fit; empty when nothing is cached or the length is constant.
+  std::string row_cache_condition() const {
+    if (row_cache_.empty() || row_len_key_.empty()) return "";
+    return "(" + row_len_key_ + ") <= " + std::to_string(kRowCacheMax);
+  }
+
+  // Names nodes as `other` did (before run()), so loops written by both can
+  // share one function.
+  void name_nodes_as(const KernelWriter& other) { local_ids_ = other.local_ids_; }
+
+  // After run(): the loops, as one block.
+  std::string loops() const { return "  {\n" + prologue_ + body_ + "  }\n"; }
+
+  // The kernel function around `body` (this writer's symbols and buffers).
+  GeneratedKernel assemble(const std::string& body) {
     GeneratedKernel k;
     k.name = name_;
     std::string head = "extern \"C\" void " + name_ +
@@ -120,7 +136,7 @@ class KernelWriter {
       head += "  " + std::string(out ? "" : "const ") + t + "* __restrict__ " + buffer_name(n) + " = (" +
               (out ? "" : "const ") + t + "*)on_buffers[" + std::to_string(i) + "];\n";
     }
-    k.source = head + prologue_ + body_ + "}\n" +
+    k.source = head + body + "}\n" +
                entry_info_source(name_, static_cast<int>(order.size()),
                                  static_cast<int>(symbols_.size()));
     k.buffers = order;
@@ -586,13 +602,13 @@ class KernelWriter {
   }
 
   // The flat position in the row of the reduced coordinates, for row cache
-  // arrays; only for rows of known, modest length.
+  // arrays: for rows of known, modest length; for rows of symbolic length,
+  // arrays of kRowCacheMax, used when the row fits (row_cache_condition).
   void plan_row_cache(const std::vector<int64_t>& reduced) {
-    int64_t len = 1;
-    for (int64_t d : reduced) {
-      if (!g_.shape[d].is_const()) return;
-      len *= g_.shape[d].value();
-    }
+    Expr len_expr(1);
+    for (int64_t d : reduced) len_expr = len_expr * g_.shape[d];
+    const bool symbolic = !len_expr.is_const();
+    const int64_t len = symbolic ? kRowCacheMax : len_expr.value();
     // The coordinates the row loops give (written to a scratch body).
     std::vector<Expr> c;
     std::string body = std::move(body_);
@@ -607,6 +623,7 @@ class KernelWriter {
     if (len > kRowCacheMax) return;
     row_len_ = len;
     row_flat_ = flat.key();
+    if (symbolic) row_len_key_ = len_expr.key();
   }
 
   std::vector<Expr> row_coords(Node* r, const std::vector<Expr>& row) {
@@ -928,6 +945,7 @@ class KernelWriter {
   int row_pass_ = -1, passes_ = 0;  // the pass over the row being written (-1: none)
   int64_t row_len_ = 0;
   std::string row_flat_;            // C++ flat index within the row; empty: no row cache
+  std::string row_len_key_;         // C++ row length when symbolic (row_cache_condition)
 };
 
 }  // namespace
@@ -941,12 +959,20 @@ GeneratedKernel generate_kernel(const KernelGroup& group, const std::string& nam
                                 const std::vector<std::string>& symbols) {
   auto write = [&](size_t merge_dims) {
     KernelWriter first(group, name, symbols, merge_dims);
-    GeneratedKernel k = first.run();
+    const GeneratedKernel first_kernel = first.run();
     std::set<std::string> keep = first.recomputed_costly_values();
-    if (keep.empty()) return std::make_pair(k, first.merged_loop_divides());
+    if (keep.empty()) return std::make_pair(first_kernel, first.merged_loop_divides());
     KernelWriter second(group, name, symbols, merge_dims, std::move(keep));
-    k = second.run();
-    return std::make_pair(k, second.merged_loop_divides());
+    second.name_nodes_as(first);
+    GeneratedKernel k = second.run();
+    // A row of symbolic length: the cached loops where it fits, the first
+    // writer's (computing those values again) where it does not.
+    const std::string fits = second.row_cache_condition();
+    auto sorted = [](std::vector<Node*> v) { return std::sort(v.begin(), v.end()), v; };
+    if (fits.empty() || sorted(first_kernel.buffers) != sorted(k.buffers))
+      return std::make_pair(k, second.merged_loop_divides());
+    k = second.assemble("  if (" + fits + ")\n" + second.loops() + "  else\n" + first.loops());
+    return std::make_pair(k, second.merged_loop_divides() || first.merged_loop_divides());
   };
   // The most innermost dims one loop can take without a division per
   // element (a dim whose stride does not span the ones inside it stops it).

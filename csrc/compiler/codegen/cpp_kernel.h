@@ -4,6 +4,7 @@
 // SIMD. Sizes are symbolic kernel arguments, so one kernel serves all sizes.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -11,6 +12,11 @@
 #include "compiler/passes/schedule.h"
 
 namespace openneuron::compiler {
+
+// Largest row (elements over the reduced dims) whose costly values (softmax's
+// exp) a row kernel keeps in a stack array between passes instead of
+// computing them again; rows of symbolic length up to this size too.
+constexpr int64_t kRowCacheMax = 8192;
 
 struct GeneratedKernel {
   std::string name;            // exported C symbol

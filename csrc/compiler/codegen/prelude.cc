@@ -46,16 +46,19 @@ ON_SIMD1(tanh) ON_SIMD2(atan2) ON_SIMD2(hypot)
 // Cephes' polynomial after a Cody-Waite reduction: within 1 ulp of the true
 // value over the whole range (checked against float64 exp on every 7th
 // float in [-110, 90]); 2^n applied as two factors so denormal results and
-// overflow to infinity come out right. NaN propagates through the polynomial.
+// overflow to infinity come out right.
 static inline float on_exp(float x) {
-  // Below -104 the result is 0: those lanes compute exp(0) and are replaced,
-  // so that no lane forms a denormal product (a microcode assist on x86:
-  // softmax over masked -inf scores ran 4x slower).
-  const bool underflows = x < -104.0f;
-  x = underflows ? 0.0f : x;
-  x = x > 89.0f ? 89.0f : x;
-  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round(x / ln2)
-  float r = ON_FMA(n, -0.693359375f, x);
+  // x clamped to at most 89 on its bits (positive floats order as their
+  // bits, negative ones are negative integers): float selects here let GCC
+  // fold constants through them into a loop a third longer. NaN is put back
+  // at the end.
+  int32_t xb;
+  std::memcpy(&xb, &x, 4);
+  xb = xb < 0x42B20000 ? xb : 0x42B20000;  // 89.0f
+  float xc;
+  std::memcpy(&xc, &xb, 4);
+  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round(x / ln2)
+  float r = ON_FMA(n, -0.693359375f, xc);
   r = ON_FMA(n, 2.12194440e-4f, r);
   float p = 1.9875691500e-4f;
   p = ON_FMA(p, r, 1.3981999507e-3f);
@@ -64,12 +67,19 @@ static inline float on_exp(float x) {
   p = ON_FMA(p, r, 1.6666665459e-1f);
   p = ON_FMA(p, r, 5.0000001201e-1f);
   p = ON_FMA(p, r * r, r) + 1.0f;
-  const int32_t ni = static_cast<int32_t>(n), half = ni / 2;
-  const int32_t b1 = (half + 127) << 23, b2 = (ni - half + 127) << 23;
+  int32_t ni = static_cast<int32_t>(n);
+  ni = ni < -150 ? -150 : ni;
+  // Below -104 the result is 0: the second factor is 0 there, so that no
+  // lane forms a denormal product (a microcode assist on x86: softmax over
+  // masked -inf scores ran 4x slower).
+  const bool underflows = x < -104.0f;
+  const int32_t half = ni >> 1;
+  const int32_t b1 = (half + 127) << 23, b2 = underflows ? 0 : (ni - half + 127) << 23;
   float s1, s2;
   std::memcpy(&s1, &b1, 4);
   std::memcpy(&s2, &b2, 4);
-  return underflows ? 0.0f : p * s1 * s2;
+  const float e = p * s1 * s2;
+  return x != x ? x : underflows ? 0.0f : e;
 }
 // double exp through libmvec, with arguments kept on its fast path: below
 // ln(DBL_MIN) they are shifted up by 512*ln2 and the result scaled back by

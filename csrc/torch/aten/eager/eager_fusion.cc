@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "compiler/codegen/cpp_kernel.h"
 #include "hal/driver.h"
 #include "torch/aten/eager/eager_graph.h"
 #include "torch/aten/eager/eager_kernel.h"
@@ -292,7 +293,10 @@ bool chain_key(const std::vector<HeldCall>& calls, c10::DeviceIndex device, std:
 std::shared_ptr<const ChainPlan> plan_chain(const std::vector<HeldCall>& calls, c10::DeviceIndex device) {
   auto plan = std::make_shared<ChainPlan>();
   std::string why;
-  auto fused = fused_graph(calls, chain_shape(calls[0]), &why);
+  // The C++ target's row kernels keep a row's costly values (softmax's exp)
+  // for the passes after its reduction; the GLSL target's compute them again.
+  const bool cpp = hal::driver().properties(device).kernel_target == "cpp";
+  auto fused = fused_graph(calls, chain_shape(calls[0]), cpp ? compiler::kRowCacheMax : 0, &why);
   if (!fused) return plan;
   // An in-place call stores over memory the chain also reads as an
   // input: only one kernel, reading each element before writing it, may
@@ -354,11 +358,11 @@ void store_values_read_from(const std::vector<Held>& held, std::vector<HeldCall>
 // Runs calls [begin, end) as one kernel where the compiler can; else cut
 // after the first reduction with calls after it, each piece run the same
 // way; a piece ending in a reduction it cannot fuse runs that reduction
-// apart, after its pointwise calls. (Softmax as 5 ops, whose exp the last
-// pass would compute again: amax | sub, exp, sum storing exp | div. Cut
-// after the sum instead, exp would be stored from an epilogue pass that
-// computes it again: the compiler writes only stores needing no reduction
-// from a reduction's loop.)
+// apart, after its pointwise calls. (Softmax as 5 ops where the target
+// would compute exp again in the last pass: amax | sub, exp, sum storing
+// exp | div. Cut after the sum instead, exp would be stored from an
+// epilogue pass that computes it again: the compiler writes only stores
+// needing no reduction from a reduction's loop.)
 void run_piece(const std::vector<Held>& held, std::vector<HeldCall>& calls, size_t begin, size_t end,
                c10::DeviceIndex device) {
   auto slice = [&](size_t b, size_t e) { return std::vector<HeldCall>(calls.begin() + b, calls.begin() + e); };

@@ -503,11 +503,13 @@ int find_key(const std::vector<TensorKey>& keys, const TensorKey& k) {
 }
 
 // A costly value (softmax's exp) computed before the chain's last
-// reduction and needed after it, directly or through other values: the
-// kernel's last pass over the row would compute it again, which costs more
-// on a CPU than storing it from the pass before and reading it back (softmax
-// as 5 ops: 2.5 ms as one kernel, 2.2 ms cut after the sum). The index of
-// such a call, or -1.
+// reduction and needed after it, directly or through other values: where
+// the target does not keep the row's values (GLSL; C++ rows over
+// kRowCacheMax), the kernel's last pass over the row would compute it
+// again, which costs more on a CPU than storing it from the pass before and
+// reading it back (softmax as 5 ops: 2.5 ms as one kernel, 2.2 ms cut after
+// the sum; 1.9 ms as one kernel keeping the row). The index of such a call,
+// or -1.
 int costly_value_past_a_reduction(const std::vector<HeldCall>& calls, const std::vector<TensorKey>& out_keys) {
   int last_reduction = -1;
   for (size_t c = 0; c < calls.size(); ++c)
@@ -540,7 +542,7 @@ bool reads_arg(const EagerOp& op, size_t i, const c10::IValue& v) {
 }  // namespace
 
 std::optional<EagerGraph> fused_graph(const std::vector<HeldCall>& calls, c10::IntArrayRef shape,
-                                      std::string* why) {
+                                      int64_t cached_row_max, std::string* why) {
   // The graph's tensors: results that reach memory (each one's last write),
   // then the tensors the chain reads before writing them.
   std::vector<TensorKey> written, stored_keys, input_keys;
@@ -600,12 +602,15 @@ std::optional<EagerGraph> fused_graph(const std::vector<HeldCall>& calls, c10::I
           *why = "a stored value beside the reduction would compute " + calls[c].op->name + " twice";
           return std::nullopt;
         }
-    if (const int c = costly_value_past_a_reduction(calls, out_keys); c >= 0) {
-      *why = "the pass after a reduction would compute " + calls[c].op->name + " again";
-      return std::nullopt;
-    }
     const auto rank = static_cast<int64_t>(shape.size());
     reduced = reduced_dims(*calls[first_reduction].op, calls[first_reduction].args, rank);
+    int64_t row = 1;
+    for (int64_t d = 0; d < rank; ++d) row *= reduced[d] ? shape[d] : 1;
+    if (row > cached_row_max)
+      if (const int c = costly_value_past_a_reduction(calls, out_keys); c >= 0) {
+        *why = "the pass after a reduction would compute " + calls[c].op->name + " again";
+        return std::nullopt;
+      }
     for (size_t c = first_reduction + 1; c < calls.size(); ++c)
       if (is_reduction(c) && reduced_dims(*calls[c].op, calls[c].args, rank) != reduced) {
         *why = "the chain's reductions reduce different dims";

@@ -41,8 +41,10 @@ std::optional<EagerGraph> eager_graph(const EagerOp& op, const c10::FunctionSche
 // `shape` (pointwise calls' results', reductions' inputs'; reductions all
 // over the same dims): a call reading an earlier call's result reads its
 // value, not memory; the last value of each result with `store` set is
-// written. nullopt (with `why`) when a call cannot be written so.
+// written. `cached_row_max`: the longest row whose values the target's
+// reduction kernels keep between passes over it (0: none). nullopt (with
+// `why`) when a call cannot be written so.
 std::optional<EagerGraph> fused_graph(const std::vector<HeldCall>& calls, c10::IntArrayRef shape,
-                                      std::string* why);
+                                      int64_t cached_row_max, std::string* why);
 
 }  // namespace openneuron::integration
