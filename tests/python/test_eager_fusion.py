@@ -138,6 +138,17 @@ def test_reductions_inside_a_chain(env):
         in_one = 5 if keeps_rows and a.shape[-1] <= 8192 else 3
         assert fused_since(s0) == 1 and stats()["fused_calls"] - s0["fused_calls"] == in_one, (a.shape, stats(), s0)
         torch.testing.assert_close(out, softmax5(a))
+    # A sum over the leading dims (a weight's gradient) beside a value the
+    # user holds: one kernel, the value stored by the pass that sums.
+    g3, n3, w3 = torch.randn(4, 16, 330), torch.randn(4, 16, 330), torch.randn(330)
+    def weight_grad(g, n, w):
+        b = (g + 1.0) * w
+        return (b * n).sum((0, 1)), b
+    s0 = stats()
+    got = [t.cpu() for t in weight_grad(g3.to("neuron"), n3.to("neuron"), w3.to("neuron"))]
+    assert fused_since(s0) == 1 and stats()["fused_calls"] - s0["fused_calls"] == 4, (stats(), s0)
+    for a, b in zip(got, weight_grad(g3, n3, w3)):
+        torch.testing.assert_close(a, b)
     # Values the user holds are stored by the same kernel: the row maximum,
     # the exponentials.
     s0 = stats()
@@ -194,6 +205,27 @@ def test_tiny_calls_are_held_only_where_dispatches_are_costly(env):
     torch.testing.assert_close(r.cpu(), torch.full((10,), 3.0).exp())
     assert fused_since(s0) == (1 if {gpu} else 0), stats()
     """, env=env)
+
+
+def test_calls_that_do_not_fuse_run_atens_kernel_on_host():
+    # On host memory a held call that ran alone takes ATen's CPU kernel, as
+    # without fusion: bitwise CPU's values (GELU, a sum, pow, in-place
+    # and functional forms; each flushed by a matmul that reads it).
+    run_python(PRELUDE + """
+    import torch.nn.functional as F
+    w = torch.randn(10, 8)
+    cases = [lambda t: F.gelu(t), lambda t: t.sum(0), lambda t: t.pow(3),
+             lambda t: torch.sigmoid(t), lambda t: t.relu_()]
+    for f in cases:
+        a = x.clone()
+        na = a.to("neuron")
+        s0 = stats()
+        got = f(na)
+        prod = got.reshape(-1, 10)[:4] @ w[:10].to("neuron")  # not fusable: flushes
+        assert stats()["held"] > s0["held"] and fused_since(s0) == 0, stats()
+        want = f(a)
+        assert torch.equal(got.cpu(), want) and torch.equal(prod.cpu(), want.reshape(-1, 10)[:4] @ w[:10])
+    """, env=DRIVERS["host"])
 
 
 def test_default_is_on_where_eager_ops_are_device_kernels():

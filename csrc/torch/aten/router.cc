@@ -278,6 +278,11 @@ TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
 
 }  // namespace
 
+void run_on_host(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack) {
+  CallerGenerators none;
+  run_host_kernel(op, op_info(op), device, stack, none);
+}
+
 // True when the op takes a device argument (a factory or a conversion such
 // as _to_copy): on CPU views it would make CPU tensors where it must not.
 bool takes_device(const c10::FunctionSchema& schema) {

@@ -10,6 +10,10 @@ namespace openneuron::integration {
 void route_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                  torch::jit::Stack* stack);
 
+// Runs `op` (its arguments on `stack`) through its CPU kernel on CPU views
+// of the neuron tensors, once the current stream's work is done.
+void run_on_host(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack);
+
 // The CPU dispatch key whose kernels an op's CPU arguments (views or
 // copies) run: quantized and sparse tensors run PyTorch's QuantizedCPU and
 // SparseCPU / SparseCsrCPU kernels, everything else CPU's.

@@ -16,6 +16,7 @@
 #include "torch/aten/eager/eager_graph.h"
 #include "torch/aten/eager/eager_kernel.h"
 #include "torch/aten/eager/held_call.h"
+#include "torch/aten/eager/held_call_on_host.h"
 #include "torch/aten/eager/tensor_alias.h"
 #include "torch/aten/router.h"
 #include "torch/runtime/device.h"
@@ -84,14 +85,6 @@ Chain& chain(c10::DeviceIndex device) {
 bool is_neuron(const c10::IValue& v) {
   return v.isTensor() && v.toTensor().defined() && v.toTensor().device().type() == kNeuron;
 }
-
-// Calls over fewer elements are not held where kernels are the compiler's
-// C++ (host, protected): a cached kernel launches there in ~3 us, a held
-// call costs ~0.3 us more (its bookkeeping, the chain's flush), and below
-// ~8K elements fusion saves less than that in memory traffic (a chain of 5
-// ops: 17.5 us fused, 16.0 us unfused at 8K elements; 30 vs 64 at 128K). A
-// GPU's dispatches cost more: on one, tiny chains are held and fused too.
-constexpr int64_t kMinHeldElementsOnCpp = 8192;
 
 bool worth_holding(c10::DeviceIndex device, c10::ArrayRef<c10::IValue> args) {
   static std::array<std::atomic<int8_t>, kMaxDevices> cpp_target{};  // 0 unknown, 1 yes, 2 no
@@ -228,8 +221,10 @@ std::string chain_name(const std::vector<HeldCall>& calls) {
   return name;
 }
 
-// The call's own kernel, on the call's tensors as they were.
+// The call's own kernel, on the call's tensors as they were (ATen's CPU
+// kernel on host memory).
 void run_alone(const Held& h, const HeldCall& call, c10::DeviceIndex device) {
+  if (run_held_call_on_host(call, device)) return;
   launch_call(*h.plan, call.args, {call.out}, device);
 }
 

@@ -10,9 +10,11 @@
 // turns it off: every op then runs alone, bitwise as without fusion.
 // Unset, it is on where eager ops are device kernels anyway (drivers whose
 // memory the host cannot address) and off on host, whose eager ops are
-// ATen's CPU kernels: fusing there trades their bitwise CPU results and a
-// 1.7 us tiny op (9 us held and run as a compiled kernel) for 2-4x on
-// memory-bound chains; OPENNEURON_EAGER_FUSION=1 makes that trade.
+// ATen's CPU kernels. There, with OPENNEURON_EAGER_FUSION=1, calls under
+// kMinHeldElementsOnCpp keep the direct route and a held call that did not
+// fuse runs ATen's kernel (bitwise as unfused); fused chains run 2-6x
+// faster, but each held call and flush costs 1-2 us, which left the
+// benchmark's models 1.5-3 % slower with fusion on (llama, resnet, bert).
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -24,6 +26,14 @@
 #include "torch/aten/op_info.h"
 
 namespace openneuron::integration {
+
+// Calls over fewer elements are not held where kernels are the compiler's
+// C++ (host, protected): a cached kernel launches there in ~3 us, a held
+// call costs ~0.3 us more (its bookkeeping, the chain's flush), and below
+// ~8K elements fusion saves less than that in memory traffic (a chain of 5
+// ops: 17.5 us fused, 16.0 us unfused at 8K elements; 30 vs 64 at 128K). A
+// GPU's dispatches cost more: on one, tiny chains are held and fused too.
+constexpr int64_t kMinHeldElementsOnCpp = 8192;
 
 // Holds the call for fusion and returns true (its results on the stack), or
 // returns false having changed nothing but, maybe, flushed held calls.

@@ -22,8 +22,9 @@ DirectOpFacts& direct_op_facts(const char* name, const char* overload,
   const EagerOp::Family family = eager_op(*facts.op).family;
   const bool fusable = eager_fusion_enabled() && settings().eager_kernels &&
                        (family == EagerOp::Family::Pointwise || family == EagerOp::Family::Reduction);
-  facts.direct.store(host_addressable() && !info.force_cpu_fallback && !fusable,
-                     std::memory_order_relaxed);
+  const bool host_kernel = host_addressable() && !info.force_cpu_fallback;
+  facts.direct.store(host_kernel && !fusable, std::memory_order_relaxed);
+  facts.direct_when_small.store(host_kernel && fusable, std::memory_order_relaxed);
   facts.accepts_cpu_scalars.store(!info.exact_same_device,
                                   std::memory_order_relaxed);
   facts.has_mutable_args.store(info.has_mutable_args,

@@ -11,6 +11,7 @@
 // fallback) goes to the boxed router, so errors and behaviour stay the same.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <mutex>
@@ -25,6 +26,7 @@
 
 #include "torch/aten/host/cpu_views.h"
 #include "torch/aten/cuda_dtypes.h"
+#include "torch/aten/eager/eager_fusion.h"
 #include "torch/aten/router.h"
 #include "torch/aten/host/cpu_allocation_redirect.h"
 #include "torch/runtime/device.h"
@@ -40,6 +42,9 @@ struct DirectOpFacts {
   std::optional<c10::OperatorHandle> op;
   std::atomic<int> generation{-1};
   std::atomic<bool> direct{false};  // host memory, not forced onto the fallback
+  // Not direct only because eager fusion may hold it: calls too small to be
+  // held (kMinHeldElementsOnCpp) are direct.
+  std::atomic<bool> direct_when_small{false};
   std::atomic<bool> accepts_cpu_scalars{false};  // CPU 0-dim tensors allowed
   std::atomic<bool> has_mutable_args{false};
 };
@@ -81,6 +86,7 @@ class DeviceScan {
       : accepts_cpu_scalars_(accepts_cpu_scalars) {}
   void add(const at::Tensor& t) {
     if (!t.defined()) return;
+    largest_ = std::max(largest_, t.numel());
     const auto device = t.device();
     if (device.type() == kNeuron) {
       if (index_ < 0) index_ = device.index();
@@ -97,11 +103,13 @@ class DeviceScan {
   // A direct call needs at least one neuron tensor to name its device.
   bool direct() const { return direct_ && index_ >= 0; }
   c10::DeviceIndex device() const { return index_; }
+  int64_t largest() const { return largest_; }  // elements of the largest tensor
 
  private:
   bool accepts_cpu_scalars_;
   bool direct_ = true;
   c10::DeviceIndex index_ = -1;
+  int64_t largest_ = 0;
 };
 
 // Holds the CPU views handed to the kernel: references into it stay valid
@@ -191,7 +199,9 @@ struct Kernel<Op, Result(Args...)> {
     auto& facts = Kernel::facts();
     DeviceScan scan(facts.accepts_cpu_scalars.load(std::memory_order_relaxed));
     (scan.add(args), ...);
-    if (!facts.direct.load(std::memory_order_relaxed) || !scan.direct())
+    if (!scan.direct() || !(facts.direct.load(std::memory_order_relaxed) ||
+                            (facts.direct_when_small.load(std::memory_order_relaxed) &&
+                             scan.largest() < kMinHeldElementsOnCpp)))
       return boxed(facts, keys, std::forward<Args>(args)...);
     const bool mutates =
         facts.has_mutable_args.load(std::memory_order_relaxed);
