@@ -14,7 +14,7 @@
 // kMinHeldElementsOnCpp keep the direct route and a held call that did not
 // fuse runs ATen's kernel (bitwise as unfused); fused chains run 2-6x
 // faster, but each held call and flush costs 1-2 us, which left the
-// benchmark's models 1.5-3 % slower with fusion on (llama, resnet, bert).
+// benchmark's models 0-4.5 % slower with fusion on (resnet, bert).
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
