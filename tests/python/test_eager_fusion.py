@@ -214,8 +214,11 @@ def test_calls_that_do_not_fuse_run_atens_kernel_on_host():
     run_python(PRELUDE + """
     import torch.nn.functional as F
     w = torch.randn(10, 8)
+    half = torch.full((64, 330), 0.5)
     cases = [lambda t: F.gelu(t), lambda t: t.sum(0), lambda t: t.pow(3),
-             lambda t: torch.sigmoid(t), lambda t: t.relu_()]
+             lambda t: torch.sigmoid(t), lambda t: t.relu_(),
+             lambda t: torch.ops.aten.gelu_backward(t, half.to(t.device)),  # (out= overload "grad_input")
+             lambda t: torch.ops.aten.threshold_backward(t, t, 0.0)]
     for f in cases:
         a = x.clone()
         na = a.to("neuron")

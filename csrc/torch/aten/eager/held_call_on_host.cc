@@ -25,10 +25,11 @@ bool is_out_form_of(const c10::FunctionSchema& out, const c10::FunctionSchema& f
 
 // The out= overload of a functional op, found by ATen's naming ("out",
 // "<overload>_out", "Tensor_mode" -> "out_mode", "dim_IntList" ->
-// "IntList_out") and checked against its schema.
+// "IntList_out", a backward op's "grad_input") and checked against its
+// schema.
 std::optional<c10::OperatorHandle> out_overload(const c10::FunctionSchema& functional) {
   const std::string& overload = functional.overload_name();
-  std::vector<std::string> names = {overload.empty() ? "out" : overload + "_out", "out"};
+  std::vector<std::string> names = {overload.empty() ? "out" : overload + "_out", "out", "grad_input"};
   if (const size_t cut = overload.find('_'); cut != std::string::npos) {
     names.push_back("out" + overload.substr(cut));
     names.push_back(overload.substr(cut + 1) + "_out");
