@@ -9,7 +9,9 @@ from conftest import host_path_only, run_python
 
 DRIVERS = {
     "protected": {"OPENNEURON_DRIVER": "protected", "OPENNEURON_CPU_FALLBACK": "error"},
-    "host": {"OPENNEURON_DRIVER": "host", "OPENNEURON_EAGER_FUSION": "1"},  # off by default on host
+    # (off by default on host; its fused kernels build in the background
+    # by default, synchronously here so a chain's first run is fused)
+    "host": {"OPENNEURON_DRIVER": "host", "OPENNEURON_EAGER_FUSION": "1", "OPENNEURON_EAGER_FUSION_BUILDS": "sync"},
     # GLSL kernels on lavapipe, the validation layer on (a message fails the test)
     "vulkan": {"OPENNEURON_DRIVER": "vulkan", "OPENNEURON_VULKAN_VALIDATION": "1", "OPENNEURON_CPU_FALLBACK": "error"},
 }
@@ -229,6 +231,48 @@ def test_calls_that_do_not_fuse_run_atens_kernel_on_host():
         want = f(a)
         assert torch.equal(got.cpu(), want) and torch.equal(prod.cpu(), want.reshape(-1, 10)[:4] @ w[:10])
     """, env=DRIVERS["host"])
+
+
+def test_cold_chains_run_unfused_while_their_kernel_builds_on_host(tmp_path):
+    # On host memory a chain whose kernel is not built yet runs call by call
+    # (ATen's kernels: bitwise CPU's values) while the kernel builds off the
+    # calling thread; once built, the same chain runs fused. Deterministic
+    # algorithms build synchronously (a run's bits must not depend on the
+    # compiler's timing).
+    run_python(PRELUDE + """
+    def f(a, b):
+        return torch.tanh(a * 0.5 + b) * a
+    s0 = stats()
+    got = f(nx, ny).cpu()
+    assert fused_since(s0) == 0 and stats()["awaiting_build"] - s0["awaiting_build"] == 1, stats()
+    assert torch.equal(got, f(x, y))
+    _C._wait_for_eager_fusion_builds()
+    assert _C._eager_fusion_builds_pending() == 0
+    s1 = stats()
+    torch.testing.assert_close(f(nx, ny).cpu(), f(x, y))
+    assert fused_since(s1) == 1 and stats()["awaiting_build"] == s1["awaiting_build"], stats()
+    torch.use_deterministic_algorithms(True)
+    s2 = stats()
+    torch.testing.assert_close((nx * 3 - ny).exp().cpu(), (x * 3 - y).exp())
+    assert fused_since(s2) == 1, stats()
+    """, env={"OPENNEURON_DRIVER": "host", "OPENNEURON_EAGER_FUSION": "1",
+              "OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path)})
+
+
+def test_exit_with_kernels_still_building(tmp_path):
+    # A process that ends while chains' kernels build exits cleanly and at
+    # once: builds not started are dropped, the running one is waited for.
+    import time
+    t0 = time.monotonic()
+    proc = run_python(PRELUDE + """
+    for k in range(12):
+        (nx * (k + 2) + ny).sin().cpu()
+    assert _C._eager_fusion_builds_pending() > 0
+    print("done")
+    """, env={"OPENNEURON_DRIVER": "host", "OPENNEURON_EAGER_FUSION": "1",
+              "OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path)})
+    assert proc.stdout.strip() == "done" and proc.returncode == 0
+    assert time.monotonic() - t0 < 60
 
 
 def test_default_is_on_where_eager_ops_are_device_kernels():

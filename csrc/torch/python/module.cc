@@ -6,6 +6,7 @@
 #include "hal/caching_allocator.h"
 #include "hal/driver.h"
 #include "hal/pinned_allocator.h"
+#include "torch/aten/eager/background_builds.h"
 #include "torch/aten/eager/eager_fusion.h"
 #include "torch/aten/cpu_fallback.h"
 #include "torch/aten/eager/eager_kernel.h"
@@ -289,10 +290,16 @@ PYBIND11_MODULE(_C, m) {
     d["fused_kernels"] = s.fused_kernels;
     d["fused_calls"] = s.fused_calls;
     d["unfused_chains"] = s.unfused;
+    d["awaiting_build"] = s.awaiting_build;
     d["dead_results"] = s.dead_results;
     return d;
   });
   m.def("_reset_eager_fusion_stats", [] { reset_eager_fusion_stats(); });
+  m.def("_eager_fusion_builds_pending", [] { return background_builds_pending(); });
+  m.def("_wait_for_eager_fusion_builds", [] {
+    py::gil_scoped_release no_gil;
+    wait_for_background_builds();
+  });
   m.def("_reset_eager_kernel_report", [] { reset_eager_kernel_report(); });
   m.def("_set_fallback_policy", &set_fallback_policy);
   m.def("_fallback_policy", &fallback_policy);

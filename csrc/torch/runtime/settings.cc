@@ -49,6 +49,10 @@ Settings read_settings() {
   s.eager_kernels = flag("OPENNEURON_EAGER_KERNELS", true);
   if (!env("OPENNEURON_EAGER_FUSION").empty())
     s.eager_fusion = flag("OPENNEURON_EAGER_FUSION", true) ? Settings::Fusion::On : Settings::Fusion::Off;
+  const auto builds = env("OPENNEURON_EAGER_FUSION_BUILDS");
+  TORCH_CHECK_VALUE(builds.empty() || builds == "background" || builds == "sync", "OPENNEURON_EAGER_FUSION_BUILDS='",
+                    builds, "' is not valid: use background or sync.");
+  s.eager_fusion_background_builds = builds != "sync";
   s.eager_decompositions = flag("OPENNEURON_EAGER_DECOMPOSITIONS", true);
   const auto matmul = env("OPENNEURON_HOST_MATMUL");
   if (matmul == "own") {

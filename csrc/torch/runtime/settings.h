@@ -24,6 +24,10 @@ struct Settings {
   // whose memory the host cannot address, off on host (whose eager ops are
   // ATen's CPU kernels, bitwise CPU's; eager_fusion.h says why).
   enum class Fusion { Auto, On, Off } eager_fusion = Fusion::Auto;
+  // Fused chains' kernels build off the calling thread where their calls
+  // run unfused at ATen's speed meanwhile (OPENNEURON_EAGER_FUSION_BUILDS:
+  // background, the default, or sync; background_builds.h).
+  bool eager_fusion_background_builds = true;
   // Ops without a device kernel run as PyTorch's decompositions on the
   // device before the CPU fallback (OPENNEURON_EAGER_DECOMPOSITIONS, on).
   bool eager_decompositions = true;

@@ -66,6 +66,7 @@ from .reports import (
     is_eager_fusion_enabled,
     reset_eager_fusion_stats,
     set_eager_fusion,
+    wait_for_eager_fusion_builds,
     fallback_report,
     format_fallback_report,
     reset_eager_kernel_report,

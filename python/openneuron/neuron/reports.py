@@ -60,13 +60,21 @@ def is_eager_fusion_enabled() -> bool:
 def eager_fusion_stats() -> dict:
     """Counts since the last reset: calls held, chains run, fused kernels
     (chains of two or more calls run as one kernel), the calls in them,
-    unfused chains (fusion declined: ran call by call) and results never
-    written because nobody held them."""
+    unfused chains (fusion declined: ran call by call), chains run call by
+    call while their kernel built in the background (awaiting_build) and
+    results never written because nobody held them."""
     return _C._eager_fusion_stats()
 
 
 def reset_eager_fusion_stats() -> None:
     _C._reset_eager_fusion_stats()
+
+
+def wait_for_eager_fusion_builds() -> None:
+    """Waits until the fused-chain kernels building in the background (on
+    host: chains run unfused meanwhile) are built; for benchmarks that must
+    time the fused steady state."""
+    _C._wait_for_eager_fusion_builds()
 
 
 def format_fallback_report() -> str:

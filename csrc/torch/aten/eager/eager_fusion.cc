@@ -11,8 +11,11 @@
 #include <unordered_map>
 #include <utility>
 
+#include <ATen/Context.h>
+
 #include "compiler/codegen/cpp_kernel.h"
 #include "hal/driver.h"
+#include "torch/aten/eager/background_builds.h"
 #include "torch/aten/eager/eager_graph.h"
 #include "torch/aten/eager/eager_kernel.h"
 #include "torch/aten/eager/held_call.h"
@@ -59,7 +62,8 @@ struct Chain {
 };
 
 struct Stats {
-  std::atomic<int64_t> held{0}, chains{0}, fused_kernels{0}, fused_calls{0}, unfused{0}, dead_results{0};
+  std::atomic<int64_t> held{0}, chains{0}, fused_kernels{0}, fused_calls{0}, unfused{0}, dead_results{0},
+      awaiting_build{0};
 };
 
 Stats& stats() {
@@ -243,8 +247,13 @@ c10::IntArrayRef chain_shape(const HeldCall& first) {
 // skips writing the graph and looking its kernel up (most of a flush's
 // host time: 8K-element chains of 5 ops cost more fused than unfused).
 struct ChainPlan {
-  std::shared_ptr<const EagerKernel> kernel;  // null: the chain does not run as one kernel
-  std::vector<std::pair<int, int>> sources;   // per operand: the call and argument (-1: result)
+  // kBuilding: the kernel builds in the background (background_builds.h);
+  // kNone: the chain does not run as one kernel. `kernel` is set before
+  // `state` leaves kBuilding.
+  enum State : int { kReady, kNone, kBuilding };
+  std::atomic<int> state{kNone};
+  std::shared_ptr<const EagerKernel> kernel;
+  std::vector<std::pair<int, int>> sources;  // per operand: the call and argument (-1: result)
   std::vector<int64_t> symbols;
   std::string name;
 };
@@ -253,6 +262,15 @@ struct ChainPlans {
   std::mutex mutex;
   std::unordered_map<std::string, std::shared_ptr<const ChainPlan>> plans;
 };
+
+// Whether a chain's kernel may build off the calling thread: where its
+// calls run unfused at ATen's speed meanwhile (host memory), unless the
+// user asked for synchronous builds or for deterministic algorithms (whether
+// an early call ran fused would depend on the compiler's timing).
+bool builds_in_background() {
+  return settings().eager_fusion_background_builds && host_addressable() &&
+         !at::globalContext().deterministicAlgorithms();
+}
 
 ChainPlans& chain_plans() {
   static auto* p = new ChainPlans();  // leaked, as the chains
@@ -300,7 +318,6 @@ std::shared_ptr<const ChainPlan> plan_chain(const std::vector<HeldCall>& calls, 
   bool in_place = false;
   for (const auto& c : calls) in_place |= c.op->form == EagerOp::Form::InPlace;
   plan->name = chain_name(calls);
-  plan->kernel = eager_graph_kernel(plan->name, fused->json, device, in_place ? 1 : 0);
   plan->sources = std::move(fused->sources);
   plan->symbols = std::move(fused->symbols);
   for (size_t j = 0; j < plan->sources.size(); ++j) {
@@ -309,11 +326,29 @@ std::shared_ptr<const ChainPlan> plan_chain(const std::vector<HeldCall>& calls, 
     TORCH_INTERNAL_ASSERT(t.unsafeGetTensorImpl() == fused->operands[j].unsafeGetTensorImpl(),
                           "a fused graph's operand is not the tensor its source names");
   }
+  const size_t max_kernels = in_place ? 1 : 0;
+  if (!builds_in_background()) {
+    plan->kernel = eager_graph_kernel(plan->name, fused->json, device, max_kernels);
+    plan->state = plan->kernel ? ChainPlan::kReady : ChainPlan::kNone;
+    return plan;
+  }
+  plan->state = ChainPlan::kBuilding;
+  build_in_background([plan, json = std::move(fused->json), device, max_kernels] {
+    try {
+      plan->kernel = eager_graph_kernel(plan->name, json, device, max_kernels);
+    } catch (const std::exception& e) {  // (the chain keeps running call by call)
+      TORCH_WARN("eager fusion: the kernel of ", plan->name, " failed to build: ", e.what());
+    }
+    plan->state.store(plan->kernel ? ChainPlan::kReady : ChainPlan::kNone, std::memory_order_release);
+  });
   return plan;
 }
 
-// Runs calls (two or more) as one kernel; false when the compiler cannot.
-bool run_fused(const std::vector<HeldCall>& calls, c10::DeviceIndex device) {
+enum class Fused { kRan, kCannot, kBuilding };
+
+// Runs calls (two or more) as one kernel, or says why not: the compiler
+// cannot, or the kernel is still building (the calls then run alone).
+Fused run_fused(const std::vector<HeldCall>& calls, c10::DeviceIndex device) {
   std::string key;
   const bool keyed = chain_key(calls, device, &key);
   std::shared_ptr<const ChainPlan> plan;
@@ -331,7 +366,9 @@ bool run_fused(const std::vector<HeldCall>& calls, c10::DeviceIndex device) {
       plans.plans.emplace(std::move(key), plan);
     }
   }
-  if (!plan->kernel) return false;
+  const int state = plan->state.load(std::memory_order_acquire);
+  if (state == ChainPlan::kBuilding) return Fused::kBuilding;
+  if (state == ChainPlan::kNone) return Fused::kCannot;
   std::vector<at::Tensor> operands;
   operands.reserve(plan->sources.size());
   for (const auto& [c, i] : plan->sources) operands.push_back(i < 0 ? calls[c].out : calls[c].args[i].toTensor());
@@ -339,7 +376,7 @@ bool run_fused(const std::vector<HeldCall>& calls, c10::DeviceIndex device) {
   Stats& s = stats();
   ++s.fused_kernels;
   s.fused_calls += static_cast<int64_t>(calls.size());
-  return true;
+  return Fused::kRan;
 }
 
 // Results of calls before `from` that calls from `from` on read: stored,
@@ -361,7 +398,16 @@ void store_values_read_from(const std::vector<Held>& held, std::vector<HeldCall>
 void run_piece(const std::vector<Held>& held, std::vector<HeldCall>& calls, size_t begin, size_t end,
                c10::DeviceIndex device) {
   auto slice = [&](size_t b, size_t e) { return std::vector<HeldCall>(calls.begin() + b, calls.begin() + e); };
-  if (end - begin > 1 && run_fused(slice(begin, end), device)) return;
+  Stats& s = stats();
+  if (end - begin > 1) {
+    const Fused fused = run_fused(slice(begin, end), device);
+    if (fused == Fused::kRan) return;
+    if (fused == Fused::kBuilding) {
+      ++s.awaiting_build;
+      for (size_t c = begin; c < end; ++c) run_alone(held[c], calls[c], device);
+      return;
+    }
+  }
   size_t cut = begin;
   while (cut < end && !is_reduction(calls[cut])) ++cut;
   if (cut + 1 < end) {
@@ -370,10 +416,9 @@ void run_piece(const std::vector<Held>& held, std::vector<HeldCall>& calls, size
     run_piece(held, calls, cut + 1, end, device);
     return;
   }
-  Stats& s = stats();
   if (cut + 1 == end && end - begin > 1) {
     store_values_read_from(held, calls, cut);
-    if (cut - begin == 1 || !run_fused(slice(begin, cut), device)) {
+    if (cut - begin == 1 || run_fused(slice(begin, cut), device) != Fused::kRan) {
       ++s.unfused;
       for (size_t c = begin; c < cut; ++c) run_alone(held[c], calls[c], device);
     }
@@ -459,7 +504,8 @@ bool hold_for_fusion(const c10::OperatorHandle& op, const OpInfo&, c10::DeviceIn
   if (reduction && !reduced) return false;
   if (reduction && !joins_chain(ch, *reduced, stream)) flush_locked(ch, device);
   std::vector<at::Tensor> outs;
-  auto plan = plan_call(op, e, device, args, &outs);  // raises here, at the call
+  // (A call that would run ATen's kernel unfused needs no kernel of its own.)
+  auto plan = plan_call(op, e, device, args, &outs, !runs_held_calls_on_host(schema, e));  // raises here, at the call
   if (!plan || outs.size() != 1 || !outs[0].defined() || outs[0].numel() == 0) return false;
   const at::Tensor& out = outs[0];
 
@@ -546,13 +592,13 @@ void set_eager_fusion(bool enabled) {
 
 EagerFusionStats eager_fusion_stats() {
   Stats& s = stats();
-  return {s.held.load(), s.chains.load(), s.fused_kernels.load(), s.fused_calls.load(), s.unfused.load(),
-          s.dead_results.load()};
+  return {s.held.load(),   s.chains.load(),       s.fused_kernels.load(),         s.fused_calls.load(),
+          s.unfused.load(), s.dead_results.load(), s.awaiting_build.load()};
 }
 
 void reset_eager_fusion_stats() {
   Stats& s = stats();
-  s.held = s.chains = s.fused_kernels = s.fused_calls = s.unfused = s.dead_results = 0;
+  s.held = s.chains = s.fused_kernels = s.fused_calls = s.unfused = s.dead_results = s.awaiting_build = 0;
 }
 
 }  // namespace openneuron::integration

@@ -59,6 +59,7 @@ struct EagerFusionStats {
   int64_t fused_calls = 0;    // calls in those
   int64_t unfused = 0;        // chains of two or more that ran call by call (fusion declined)
   int64_t dead_results = 0;   // results never written (nobody held them)
+  int64_t awaiting_build = 0;  // chains run call by call while their kernel built (background_builds.h)
 };
 EagerFusionStats eager_fusion_stats();
 void reset_eager_fusion_stats();

@@ -43,9 +43,17 @@ struct EagerKernel {
 
 namespace {
 
+// A graph's kernel, compiled once: by the first thread that needs it, with
+// the cache unlocked (a build takes ~1 s, and may run in the background
+// while the calling thread launches other kernels).
+struct KernelSlot {
+  std::once_flag compiled;
+  std::shared_ptr<EagerKernel> kernel;
+};
+
 struct Cache {
   std::mutex mutex;
-  std::unordered_map<std::string, std::shared_ptr<EagerKernel>> kernels;  // by graph text
+  std::unordered_map<std::string, std::shared_ptr<KernelSlot>> kernels;  // by graph text
   std::map<std::string, EagerKernelRecord> records;                       // by op
 };
 
@@ -126,20 +134,29 @@ thread_local std::pair<std::string, std::string> t_declined;
 // The kernel of this graph (compiled on first use), recorded under `name`.
 std::shared_ptr<EagerKernel> kernel_for(const std::string& name, const std::string& graph, c10::DeviceIndex device) {
   Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  auto& slot = c.kernels[graph];
-  if (!slot) {
-    slot = compile(name, graph, device);
+  std::shared_ptr<KernelSlot> entry;
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    auto& e = c.kernels[graph];
+    if (!e) e = std::make_shared<KernelSlot>();
+    entry = e;
+  }
+  std::call_once(entry->compiled, [&] {
+    auto k = compile(name, graph, device);
+    std::lock_guard<std::mutex> lock(c.mutex);
     auto& record = c.records[name];
     record.op = name;
-    if (slot->ok) {
+    if (k->ok) {
       ++record.kernels;
-      record.builds += slot->built;
+      record.builds += k->built;
     } else {
-      record.declined = slot->why_not;
+      record.declined = k->why_not;
     }
-  }
+    entry->kernel = std::move(k);
+  });
+  const std::shared_ptr<EagerKernel>& slot = entry->kernel;
   if (!slot->ok) t_declined = {name, slot->why_not};
+  std::lock_guard<std::mutex> lock(c.mutex);
   if (slot->ok) {
     for (auto& st : slot->steps) {
       if (st.handles.size() <= static_cast<size_t>(device)) st.handles.resize(device + 1, -1);
@@ -414,9 +431,11 @@ std::shared_ptr<const CallPlan> make_plan(const EagerOp& e, c10::ArrayRef<c10::I
 }  // namespace
 
 std::shared_ptr<const CallPlan> plan_call(const c10::OperatorHandle& op, const EagerOp& e, c10::DeviceIndex device,
-                                          c10::ArrayRef<c10::IValue> args, std::vector<at::Tensor>* outs) {
+                                          c10::ArrayRef<c10::IValue> args, std::vector<at::Tensor>* outs,
+                                          bool with_kernel) {
   // Per device: a plan holds the kernel as loaded on its device.
   std::string key(reinterpret_cast<const char*>(&device), sizeof device);
+  key.push_back(with_kernel ? 'k' : '-');
   const bool keyed = e.form != EagerOp::Form::Out && call_key(op.schema(), args, &key);
   if (keyed) {
     std::shared_ptr<const CallPlan> plan;
@@ -444,8 +463,11 @@ std::shared_ptr<const CallPlan> plan_call(const c10::OperatorHandle& op, const E
     record_declined(e, why);
     return nullptr;
   }
-  std::shared_ptr<EagerKernel> k = kernel_for(e.name, graph->json, device);
-  if (!k->ok) return nullptr;
+  std::shared_ptr<EagerKernel> k;
+  if (with_kernel) {
+    k = kernel_for(e.name, graph->json, device);
+    if (!k->ok) return nullptr;
+  }
   auto plan = make_plan(e, args, *outs, *graph, k);
   if (plan && keyed) {
     PlanCache& c = plan_cache();
@@ -460,6 +482,7 @@ void launch_call(const CallPlan& plan, c10::ArrayRef<c10::IValue> args, const st
                  c10::DeviceIndex device) {
   bool writes = false;  // a reduction of empty rows still writes its output
   for (const auto& t : outs) writes |= t.defined() && t.numel() > 0;
+  TORCH_INTERNAL_ASSERT(plan.kernel, "eager kernel of ", plan.name, " launched from a plan without one");
   count_launch(plan.name);
   if (!writes) return;
   for (const auto& st : plan.kernel->steps) {

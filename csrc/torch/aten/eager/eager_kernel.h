@@ -51,8 +51,11 @@ struct CallPlan;
 // The call's results (meta function, or the plan's metas for a call seen
 // before; raises the op's error for a bad call) and its plan; null when the
 // compiler has no kernel for it.
+// Without `with_kernel`, the plan has the call's graph checked but no kernel
+// built (a held call that runs ATen's kernel on host): never launched.
 std::shared_ptr<const CallPlan> plan_call(const c10::OperatorHandle& op, const EagerOp& e, c10::DeviceIndex device,
-                                          c10::ArrayRef<c10::IValue> args, std::vector<at::Tensor>* outs);
+                                          c10::ArrayRef<c10::IValue> args, std::vector<at::Tensor>* outs,
+                                          bool with_kernel = true);
 // Launches the planned kernel for these arguments and results.
 void launch_call(const CallPlan& plan, c10::ArrayRef<c10::IValue> args, const std::vector<at::Tensor>& outs,
                  c10::DeviceIndex device);

@@ -40,26 +40,30 @@ std::optional<c10::OperatorHandle> out_overload(const c10::FunctionSchema& funct
   return std::nullopt;
 }
 
-// The op that runs `call` on the CPU, found once per schema.
-std::optional<c10::OperatorHandle> host_op(const HeldCall& call) {
+// The op that runs a call of `schema` on the CPU, found once per schema.
+std::optional<c10::OperatorHandle> host_op(const c10::FunctionSchema& schema, const EagerOp& e) {
   static std::mutex mutex;
   static auto* found = new std::unordered_map<const c10::FunctionSchema*, std::optional<c10::OperatorHandle>>();
   std::lock_guard<std::mutex> lock(mutex);
-  auto it = found->find(call.schema);
+  auto it = found->find(&schema);
   if (it != found->end()) return it->second;
   std::optional<c10::OperatorHandle> op;
-  if (call.op->form == EagerOp::Form::InPlace)
-    op = c10::Dispatcher::singleton().findOp({call.schema->name(), call.schema->overload_name()});
-  else if (call.op->form == EagerOp::Form::Functional)
-    op = out_overload(*call.schema);
-  return found->emplace(call.schema, op).first->second;
+  if (e.form == EagerOp::Form::InPlace)
+    op = c10::Dispatcher::singleton().findOp({schema.name(), schema.overload_name()});
+  else if (e.form == EagerOp::Form::Functional)
+    op = out_overload(schema);
+  return found->emplace(&schema, op).first->second;
 }
 
 }  // namespace
 
+bool runs_held_calls_on_host(const c10::FunctionSchema& schema, const EagerOp& e) {
+  return host_addressable() && host_op(schema, e).has_value();
+}
+
 bool run_held_call_on_host(const HeldCall& call, c10::DeviceIndex device) {
   if (!host_addressable()) return false;
-  const auto op = host_op(call);
+  const auto op = host_op(*call.schema, *call.op);
   if (!op) return false;
   torch::jit::Stack stack(call.args.begin(), call.args.end());
   if (call.op->form == EagerOp::Form::Functional) stack.emplace_back(call.out);

@@ -17,4 +17,8 @@ namespace openneuron::integration {
 // overload: the caller launches the call's own kernel.
 bool run_held_call_on_host(const HeldCall& call, c10::DeviceIndex device);
 
+// Whether held calls of `schema` run that way (their own compiled kernel
+// is then never needed).
+bool runs_held_calls_on_host(const c10::FunctionSchema& schema, const EagerOp& e);
+
 }  // namespace openneuron::integration
