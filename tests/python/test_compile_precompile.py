@@ -366,10 +366,12 @@ torch.manual_seed(0)
 net = Net().to("neuron")
 x = torch.randn(4, 8, device="neuron")
 compiled = torch.compile(net, backend="neuron")
-ok = bool(torch.allclose(compiled(x), net(x)))
+# (float32 tolerances: compiled tanh and silu round differently from ATen's
+# on some CPUs, by 6e-8 on an AVX2 AMD EPYC; a swapped function differs by far more)
+ok = bool(torch.allclose(compiled(x), net(x), rtol=1.3e-6, atol=1e-5))
 traced = counters["stats"].get("unique_graphs", 0)
 helper_model.activation = torch.tanh  # in this process, after compiling: a recompile
-ok_after_swap = bool(torch.allclose(compiled(x), net(x)))
+ok_after_swap = bool(torch.allclose(compiled(x), net(x), rtol=1.3e-6, atol=1e-5))
 print(json.dumps({"ok": ok, "ok_after_swap": ok_after_swap, "cache": dict(counters["dynamo_cache"]),
                   "traced_graphs": traced,
                   "traced_after_swap": counters["stats"].get("unique_graphs", 0) - traced}))
