@@ -3,7 +3,7 @@ separate eager ops (GELU as 8 ops, LayerNorm as 8, softmax as 5, an
 RMSNorm + SiLU gate) on cpu eager and on neuron with fusion on and off, in
 one process, with the largest difference from cpu eager.
 
-    OPENNEURON_EAGER_FUSION=1 .venv/bin/python benchmarks/eager_fusion_chains.py   (host: fusion is opt-in)
+    .venv/bin/python benchmarks/eager_fusion_chains.py
     OPENNEURON_DRIVER=protected .venv/bin/python benchmarks/eager_fusion_chains.py
 """
 import math

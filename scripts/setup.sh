@@ -35,7 +35,7 @@ fi
 # transformers pinned: the benchmark's models and their figures are reproducible
 # (5.25 makes Llama's attention forward a hub-kernels closure whose compiled
 # frame cannot be saved, so its warm starts trace again).
-$PY -m pip install -q "scikit-build-core>=0.10" ninja "cmake>=3.25" numpy pytest pytest-timeout tqdm "transformers==5.24.0" matplotlib expecttest
+$PY -m pip install -q "scikit-build-core>=0.10" ninja "cmake>=3.25" numpy pytest pytest-timeout pytest-xdist tqdm "transformers==5.24.0" matplotlib expecttest
 # The documentation site (scripts/docs.sh; tests/python/test_docs.py builds it).
 # Keep these pins equal to scripts/docs.sh's.
 $PY -m pip install -q "sphinx==9.0.4" "myst-parser==5.2.0" "furo==2025.12.19"

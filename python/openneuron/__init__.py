@@ -39,7 +39,9 @@ def _load():
     from . import distributed, neuron
 
     # Eager calls held for fusion run before the interpreter exits (a
-    # process sharing a tensor would otherwise never see its last writes).
+    # process sharing a tensor would otherwise never see its last writes);
+    # then fused kernels' background builds stop (atexit runs last first).
+    atexit.register(_C._stop_eager_fusion_builds)
     atexit.register(_C._flush_held_calls)
 
     torch.utils.rename_privateuse1_backend("neuron")

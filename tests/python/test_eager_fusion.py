@@ -9,9 +9,9 @@ from conftest import host_path_only, run_python
 
 DRIVERS = {
     "protected": {"OPENNEURON_DRIVER": "protected", "OPENNEURON_CPU_FALLBACK": "error"},
-    # (off by default on host; its fused kernels build in the background
-    # by default, synchronously here so a chain's first run is fused)
-    "host": {"OPENNEURON_DRIVER": "host", "OPENNEURON_EAGER_FUSION": "1", "OPENNEURON_EAGER_FUSION_BUILDS": "sync"},
+    # (its fused kernels build in the background by default, once a chain
+    # repeats; synchronously here so a chain's first run is fused)
+    "host": {"OPENNEURON_DRIVER": "host", "OPENNEURON_EAGER_FUSION_BUILDS": "sync"},
     # GLSL kernels on lavapipe, the validation layer on (a message fails the test)
     "vulkan": {"OPENNEURON_DRIVER": "vulkan", "OPENNEURON_VULKAN_VALIDATION": "1", "OPENNEURON_CPU_FALLBACK": "error"},
 }
@@ -235,10 +235,11 @@ def test_calls_that_do_not_fuse_run_atens_kernel_on_host():
 
 def test_cold_chains_run_unfused_while_their_kernel_builds_on_host(tmp_path):
     # On host memory a chain whose kernel is not built yet runs call by call
-    # (ATen's kernels: bitwise CPU's values) while the kernel builds off the
-    # calling thread; once built, the same chain runs fused. Deterministic
-    # algorithms build synchronously (a run's bits must not depend on the
-    # compiler's timing).
+    # (ATen's kernels: bitwise CPU's values); its kernel builds off the
+    # calling thread once the chain repeats (a chain run once costs no
+    # compiler process); once built, the same chain runs fused.
+    # Deterministic algorithms build synchronously (a run's bits must not
+    # depend on the compiler's timing).
     run_python(PRELUDE + """
     def f(a, b):
         return torch.tanh(a * 0.5 + b) * a
@@ -246,6 +247,10 @@ def test_cold_chains_run_unfused_while_their_kernel_builds_on_host(tmp_path):
     got = f(nx, ny).cpu()
     assert fused_since(s0) == 0 and stats()["awaiting_build"] - s0["awaiting_build"] == 1, stats()
     assert torch.equal(got, f(x, y))
+    assert _C._eager_fusion_builds_pending() == 0  # run once: nothing builds
+    got = f(nx[1:], ny).cpu()  # the same ops again (any shapes): its kernel builds
+    assert fused_since(s0) == 0 and stats()["awaiting_build"] - s0["awaiting_build"] == 2, stats()
+    assert torch.equal(got, f(x[1:], y))
     _C._wait_for_eager_fusion_builds()
     assert _C._eager_fusion_builds_pending() == 0
     s1 = stats()
@@ -255,8 +260,7 @@ def test_cold_chains_run_unfused_while_their_kernel_builds_on_host(tmp_path):
     s2 = stats()
     torch.testing.assert_close((nx * 3 - ny).exp().cpu(), (x * 3 - y).exp())
     assert fused_since(s2) == 1, stats()
-    """, env={"OPENNEURON_DRIVER": "host", "OPENNEURON_EAGER_FUSION": "1",
-              "OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path)})
+    """, env={"OPENNEURON_DRIVER": "host", "OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path)})
 
 
 def test_exit_with_kernels_still_building(tmp_path):
@@ -265,24 +269,23 @@ def test_exit_with_kernels_still_building(tmp_path):
     import time
     t0 = time.monotonic()
     proc = run_python(PRELUDE + """
-    for k in range(12):
-        (nx * (k + 2) + ny).sin().cpu()
+    for k in range(24):  # each chain twice: its kernel builds
+        (nx * (k // 2 + 2) + ny).sin().cpu()
     assert _C._eager_fusion_builds_pending() > 0
     print("done")
-    """, env={"OPENNEURON_DRIVER": "host", "OPENNEURON_EAGER_FUSION": "1",
-              "OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path)})
+    """, env={"OPENNEURON_DRIVER": "host", "OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path)})
     assert proc.stdout.strip() == "done" and proc.returncode == 0
     assert time.monotonic() - t0 < 60
 
 
-def test_default_is_on_where_eager_ops_are_device_kernels():
-    # protected: on; host: off (its eager ops are ATen's CPU kernels, bitwise CPU's)
-    for driver, expected in (("protected", True), ("host", False)):
+def test_default_is_on_on_every_driver_and_off_by_switch():
+    for driver, switch, expected in (("protected", None, True), ("host", None, True), ("host", "0", False)):
+        env = {"OPENNEURON_DRIVER": driver} | ({"OPENNEURON_EAGER_FUSION": switch} if switch else {})
         run_python(PRELUDE + f"""
     assert torch.neuron.is_eager_fusion_enabled() is {expected}
     (nx * 2 + 1).cpu()
     assert (stats()["held"] > 0) is {expected}, stats()
-    """, env={"OPENNEURON_DRIVER": driver})
+    """, env=env)
 
 
 @host_path_only  # (sharing device memory across processes needs host-mappable memory)
@@ -290,7 +293,7 @@ def test_held_calls_run_before_exit(tmp_path):
     # A spawned process's last in-place writes to shared tensors are held
     # when it exits: they run then, and the parent sees them.
     from test_multiprocessing_sharing import SCRIPT
-    proc = run_python(SCRIPT, script_dir=tmp_path, timeout=170, env={"OPENNEURON_EAGER_FUSION": "1"})
+    proc = run_python(SCRIPT, script_dir=tmp_path, timeout=170)
     assert proc.stdout.splitlines()[1] == "0 [[11.0, 12.0], [14.0, 15.0]] [2.0, 2.0, 2.0, 2.0]"
 
 

@@ -300,6 +300,10 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release no_gil;
     wait_for_background_builds();
   });
+  m.def("_stop_eager_fusion_builds", [] {
+    py::gil_scoped_release no_gil;
+    stop_background_builds();
+  });
   m.def("_reset_eager_kernel_report", [] { reset_eager_kernel_report(); });
   m.def("_set_fallback_policy", &set_fallback_policy);
   m.def("_fallback_policy", &fallback_policy);

@@ -47,8 +47,7 @@ Settings read_settings() {
   const auto blocking = env("OPENNEURON_LAUNCH_BLOCKING");
   s.launch_blocking = !blocking.empty() && blocking != "0";
   s.eager_kernels = flag("OPENNEURON_EAGER_KERNELS", true);
-  if (!env("OPENNEURON_EAGER_FUSION").empty())
-    s.eager_fusion = flag("OPENNEURON_EAGER_FUSION", true) ? Settings::Fusion::On : Settings::Fusion::Off;
+  s.eager_fusion = flag("OPENNEURON_EAGER_FUSION", true);
   const auto builds = env("OPENNEURON_EAGER_FUSION_BUILDS");
   TORCH_CHECK_VALUE(builds.empty() || builds == "background" || builds == "sync", "OPENNEURON_EAGER_FUSION_BUILDS='",
                     builds, "' is not valid: use background or sync.");
@@ -98,7 +97,7 @@ void reload_settings() {
 }
 int settings_generation() { return g_generation.load(std::memory_order_relaxed); }
 void set_eager_fusion_setting(bool enabled) {
-  mutable_settings().eager_fusion = enabled ? Settings::Fusion::On : Settings::Fusion::Off;
+  mutable_settings().eager_fusion = enabled;
   ++g_generation;
 }
 void set_cpu_fallback_policy(FallbackPolicy policy) {

@@ -20,10 +20,9 @@ struct Settings {
   // host cannot address (OPENNEURON_EAGER_KERNELS, on by default).
   bool eager_kernels = true;
   // Adaptive Eager Execution: chains of pointwise eager ops fused into one
-  // kernel (OPENNEURON_EAGER_FUSION; eager_fusion.h). Unset: on for drivers
-  // whose memory the host cannot address, off on host (whose eager ops are
-  // ATen's CPU kernels, bitwise CPU's; eager_fusion.h says why).
-  enum class Fusion { Auto, On, Off } eager_fusion = Fusion::Auto;
+  // kernel (OPENNEURON_EAGER_FUSION, on by default on every driver; off:
+  // each op alone, bitwise CPU's on host; eager_fusion.h).
+  bool eager_fusion = true;
   // Fused chains' kernels build off the calling thread where their calls
   // run unfused at ATen's speed meanwhile (OPENNEURON_EAGER_FUSION_BUILDS:
   // background, the default, or sync; background_builds.h).

@@ -61,7 +61,8 @@ def eager_fusion_stats() -> dict:
     """Counts since the last reset: calls held, chains run, fused kernels
     (chains of two or more calls run as one kernel), the calls in them,
     unfused chains (fusion declined: ran call by call), chains run call by
-    call while their kernel built in the background (awaiting_build) and
+    call because their kernel was not built yet (awaiting_build: on host it
+    builds in the background once a chain repeats) and
     results never written because nobody held them."""
     return _C._eager_fusion_stats()
 

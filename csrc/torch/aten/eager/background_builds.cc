@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <condition_variable>
-#include <cstdlib>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -49,9 +48,9 @@ void work() {
   }
 }
 
-// At exit: drop what has not started, wait for the running build (it uses
-// the compiler's and the kernel cache's statics, destroyed after this).
-void stop_at_exit() {
+}  // namespace
+
+void stop_background_builds() {
   Builds& b = builds();
   std::unique_lock<std::mutex> lock(b.mutex);
   b.exiting = true;
@@ -60,6 +59,8 @@ void stop_at_exit() {
   b.changed.notify_all();
   b.changed.wait(lock, [&] { return b.pending == 0; });
 }
+
+namespace {
 
 // A forked child has no worker and must not inherit a held lock: it starts
 // afresh (chains whose kernels were building in the parent run unfused).
@@ -75,7 +76,6 @@ void build_in_background(std::function<void()> build) {
   if (b.exiting) return;
   if (!b.worker_started) {
     b.worker_started = true;
-    std::atexit(stop_at_exit);
     static bool fork_handler = (pthread_atfork(nullptr, nullptr, reset_in_child), true);
     (void)fork_handler;
     std::thread(work).detach();

@@ -21,4 +21,9 @@ int64_t background_builds_pending();
 // Waits until no build is queued or running.
 void wait_for_background_builds();
 
+// At exit, before anything a build uses is torn down (Python's atexit:
+// C++'s would run after the statics a first build created are destroyed):
+// drops the builds not started, waits for the running one, takes no more.
+void stop_background_builds();
+
 }  // namespace openneuron::integration

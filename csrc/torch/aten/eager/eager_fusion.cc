@@ -261,6 +261,7 @@ struct ChainPlan {
 struct ChainPlans {
   std::mutex mutex;
   std::unordered_map<std::string, std::shared_ptr<const ChainPlan>> plans;
+  std::unordered_map<std::string, int> runs_by_ops;  // chains' runs before a plan, by their ops alone
 };
 
 // Whether a chain's kernel may build off the calling thread: where its
@@ -275,6 +276,19 @@ bool builds_in_background() {
 ChainPlans& chain_plans() {
   static auto* p = new ChainPlans();  // leaked, as the chains
   return *p;
+}
+
+// Whether a chain builds its kernel now. Off the calling thread, a chain
+// builds once its ops (in this order, any shapes) run a second time: a
+// chain that runs once (a script's setup, a one-off computation) costs no
+// compiler process; a loop's chains build from its second iteration.
+bool repeats(const std::vector<HeldCall>& calls, ChainPlans& plans) {
+  if (!builds_in_background()) return true;
+  std::string ops;
+  for (const HeldCall& c : calls) ops.append(reinterpret_cast<const char*>(&c.schema), sizeof c.schema);
+  std::lock_guard<std::mutex> lock(plans.mutex);
+  if (plans.runs_by_ops.size() > 4096) plans.runs_by_ops.clear();  // bounded, as the plans
+  return ++plans.runs_by_ops[ops] >= 2;
 }
 
 // The chain's key; false when a call's arguments have none. Tensors enter
@@ -327,7 +341,7 @@ std::shared_ptr<const ChainPlan> plan_chain(const std::vector<HeldCall>& calls, 
                           "a fused graph's operand is not the tensor its source names");
   }
   const size_t max_kernels = in_place ? 1 : 0;
-  if (!builds_in_background()) {
+  if (!builds_in_background() || eager_graph_kernel_compiled(fused->json)) {  // (a new shape's chain: built)
     plan->kernel = eager_graph_kernel(plan->name, fused->json, device, max_kernels);
     plan->state = plan->kernel ? ChainPlan::kReady : ChainPlan::kNone;
     return plan;
@@ -347,7 +361,8 @@ std::shared_ptr<const ChainPlan> plan_chain(const std::vector<HeldCall>& calls, 
 enum class Fused { kRan, kCannot, kBuilding };
 
 // Runs calls (two or more) as one kernel, or says why not: the compiler
-// cannot, or the kernel is still building (the calls then run alone).
+// cannot, or the kernel is not built yet (building, or the chain has not
+// repeated yet: the calls then run alone).
 Fused run_fused(const std::vector<HeldCall>& calls, c10::DeviceIndex device) {
   std::string key;
   const bool keyed = chain_key(calls, device, &key);
@@ -359,6 +374,7 @@ Fused run_fused(const std::vector<HeldCall>& calls, c10::DeviceIndex device) {
     if (it != plans.plans.end()) plan = it->second;
   }
   if (!plan) {
+    if (!repeats(calls, plans)) return Fused::kBuilding;  // (runs call by call, as while building)
     plan = plan_chain(calls, device);
     if (keyed) {
       std::lock_guard<std::mutex> lock(plans.mutex);
@@ -418,8 +434,9 @@ void run_piece(const std::vector<Held>& held, std::vector<HeldCall>& calls, size
   }
   if (cut + 1 == end && end - begin > 1) {
     store_values_read_from(held, calls, cut);
-    if (cut - begin == 1 || run_fused(slice(begin, cut), device) != Fused::kRan) {
-      ++s.unfused;
+    const Fused prefix = cut - begin == 1 ? Fused::kCannot : run_fused(slice(begin, cut), device);
+    if (prefix != Fused::kRan) {
+      ++(prefix == Fused::kBuilding ? s.awaiting_build : s.unfused);
       for (size_t c = begin; c < cut; ++c) run_alone(held[c], calls[c], device);
     }
     run_alone(held[cut], calls[cut], device);
@@ -581,8 +598,7 @@ void flush_held_calls(c10::DeviceIndex device) {
 }
 
 bool eager_fusion_enabled() {
-  const auto mode = settings().eager_fusion;
-  return mode == Settings::Fusion::On || (mode == Settings::Fusion::Auto && !host_addressable());
+  return settings().eager_fusion;
 }
 
 void set_eager_fusion(bool enabled) {

@@ -8,16 +8,13 @@
 // flushes first. Results nobody holds when the chain runs are not written
 // to memory. OPENNEURON_EAGER_FUSION=0 (or torch.neuron.set_eager_fusion)
 // turns it off: every op then runs alone, bitwise as without fusion.
-// Unset, it is on where eager ops are device kernels anyway (drivers whose
-// memory the host cannot address) and off on host, whose eager ops are
-// ATen's CPU kernels. There, with OPENNEURON_EAGER_FUSION=1, calls under
-// kMinHeldElementsOnCpp keep the direct route and a held call that did not
-// fuse runs ATen's kernel (bitwise as unfused), and chains whose kernel
-// is not built yet run so while it builds in the background
-// (background_builds.h); fused chains run 2-6x faster, each held call that
-// ends alone costs 1-10 us, and the benchmark's models measure within their
-// noise (~4 %) of fusion off. It stays opt-in there until the whole test
-// suite has run with it on.
+// It is on by default on every driver. On host, whose eager ops are ATen's
+// CPU kernels, calls under kMinHeldElementsOnCpp keep the direct route, a
+// held call that did not fuse runs ATen's kernel (bitwise as unfused), and
+// a chain whose kernel is not built yet runs so: its kernel builds in the
+// background once the chain repeats (background_builds.h). Fused chains
+// run 2-6x faster, each held call that ends alone costs 1-10 us, and the
+// benchmark's models measure within their noise (~4 %) of fusion off.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>

@@ -5,6 +5,7 @@
 #include <ATen/ops/_local_scalar_dense_native.h>
 #include <c10/util/Exception.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -49,6 +50,7 @@ namespace {
 struct KernelSlot {
   std::once_flag compiled;
   std::shared_ptr<EagerKernel> kernel;
+  std::atomic<bool> done{false};  // `kernel` is set (read without the once_flag)
 };
 
 struct Cache {
@@ -153,6 +155,7 @@ std::shared_ptr<EagerKernel> kernel_for(const std::string& name, const std::stri
       record.declined = k->why_not;
     }
     entry->kernel = std::move(k);
+    entry->done.store(true, std::memory_order_release);
   });
   const std::shared_ptr<EagerKernel>& slot = entry->kernel;
   if (!slot->ok) t_declined = {name, slot->why_not};
@@ -525,6 +528,13 @@ std::vector<at::Tensor> eager_outputs(const c10::OperatorHandle& op, const Eager
 
 bool eager_overlap_is_safe(const EagerOp& e, c10::ArrayRef<c10::IValue> args, const at::Tensor& out) {
   return overlap_is_safe(e, args, out);
+}
+
+bool eager_graph_kernel_compiled(const std::string& json) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto it = c.kernels.find(json);
+  return it != c.kernels.end() && it->second->done.load(std::memory_order_acquire);
 }
 
 std::shared_ptr<const EagerKernel> eager_graph_kernel(const std::string& name, const std::string& json,

@@ -72,6 +72,9 @@ struct EagerKernel;
 // `max_kernels` (0: any number).
 std::shared_ptr<const EagerKernel> eager_graph_kernel(const std::string& name, const std::string& json,
                                                       c10::DeviceIndex device, size_t max_kernels = 0);
+// Whether this process has compiled the graph already (eager_graph_kernel
+// then returns at once).
+bool eager_graph_kernel_compiled(const std::string& json);
 // Launches them on the current stream over the graph's operands and
 // symbols (in the graph's order), counted as a launch of `name`.
 void launch_eager_kernel(const EagerKernel& k, const std::string& name, const std::vector<at::Tensor>& operands,
