@@ -292,9 +292,10 @@ def _in_float64(sample):
     return sample.transform(up)
 
 
-def _as_accurate(n_values, c_values, r64_values):
+def _as_accurate(n_values, c_values, r64_values, tol=1e-3):
     """Whether the neuron values are as accurate as the CPU's, both measured
-    against the float64 reference."""
+    against the float64 reference (PyTorch's check: equal within `tol`, else
+    an RMS error vs float64 within a few times the CPU's)."""
     from torch._dynamo.utils import same
     cpu = [v.detach().cpu() if isinstance(v, torch.Tensor) else v for v in n_values]
     ref = [v.detach() if isinstance(v, torch.Tensor) else v for v in c_values]
@@ -302,7 +303,7 @@ def _as_accurate(n_values, c_values, r64_values):
     if len(cpu) != len(ref) or len(ref) != len(r64):
         return False
     try:
-        return bool(same(ref, cpu, fp64_ref=r64, tol=1e-3, equal_nan=True, log_error=lambda *a, **k: None))
+        return bool(same(ref, cpu, fp64_ref=r64, tol=tol, equal_nan=True, log_error=lambda *a, **k: None))
     except Exception:  # noqa: BLE001  (a structure same() does not compare)
         return False
 
@@ -1486,11 +1487,42 @@ class ModuleSampleRunner:
                 check_metadata(n_grads, c_grads)
                 rec.add(i, "backward", META)
             else:
-                self.assert_equal(n_grads, c_grads, msg="gradients differ")
+                try:
+                    self.assert_equal(n_grads, c_grads, msg="gradients differ")
+                except AssertionError:
+                    g64 = self.float64_gradients(m_c0, pristine, [c for _, c in pairs], c_out, c_g, seed)
+                    # float32 (1e-5: its default atol), as ops' 16-bit results in compile mode
+                    if g64 is None or not _as_accurate(list(n_grads), list(c_grads), list(g64), tol=1e-5):
+                        raise
+                    rec.note("float32 gradients as accurate as the CPU's against float64 (not equal)")
                 check_devices(n_grads, c_grads)
                 rec.add(i, "backward", PASS)
         except AssertionError as e:
             rec.add(i, "backward", FAIL, f"{tag}: {e}")
+
+    def float64_gradients(self, m_c0, pristine, c_outs, c_out, c_g, seed):
+        """float32 modules: the gradients the backward check compares, with
+        the module and its inputs in float64 (CPU), or None. A sum over a
+        few rows, in another order than the CPU's, can round a cancelling
+        gradient past float32's default tolerance while as accurate."""
+        if self.dtype != torch.float32:
+            return None
+        up = lambda x: x.detach().double().requires_grad_(x.requires_grad) \
+            if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x  # noqa: E731
+        m = copy.deepcopy(m_c0).double()
+        args, kwargs = pytree.tree_map(up, copy_tree(pristine, "cpu", keep_grad=True))
+        torch.manual_seed(seed)
+        out, exc = _try(lambda: m(*args, **kwargs))
+        if exc is not None:
+            return None
+        picked = {id(c) for c in c_outs}
+        outs = [o for o, c in zip(pytree.tree_leaves(out), pytree.tree_leaves(c_out)) if id(c) in picked]
+        ins = [t for t in tensors_of((args, kwargs)) if t.requires_grad] + \
+            [p for p in m.parameters() if p.requires_grad]
+        if len(outs) != len(c_outs):
+            return None
+        grads, exc = _try(torch.autograd.grad, outs, ins, [g.double() for g in c_g], allow_unused=True)
+        return None if exc is not None else grads
 
     def cpu_nondeterminism(self, m_c0, pristine, c_out, seed):
         for s, why in ((seed, "CPU result not reproducible with the same seed (output undefined)"),

@@ -27,7 +27,7 @@ echo "[test] Python suite, parts on the protected driver (device memory the host
 # 2-rank collectives again, every op on CPU copies made through the driver;
 # the conformance CI subset on it runs above (test_conformance_subset.py).
 OPENNEURON_DRIVER=protected OPENNEURON_CPU_FALLBACK=silent .venv/bin/python -m pytest -q \
-  -p no:cacheprovider tests/python/test_copies.py tests/python/test_serialization.py \
+  -p no:cacheprovider -n "${OPENNEURON_TEST_WORKERS:-2}" --dist loadfile tests/python/test_copies.py tests/python/test_serialization.py \
   tests/python/test_streams_events.py tests/python/test_training.py \
   tests/python/test_distributed.py tests/python/test_compile.py "$@"
 
@@ -37,6 +37,6 @@ echo "[test] Python suite, parts on the vulkan driver (lavapipe without a GPU; v
 # validation message raises at the next synchronize and fails the test.
 OPENNEURON_DRIVER=vulkan OPENNEURON_VULKAN_DEVICES=0,0,0,0 OPENNEURON_VULKAN_VALIDATION=1 \
   OPENNEURON_CPU_FALLBACK=silent .venv/bin/python -m pytest -q -p no:cacheprovider \
-  tests/python/test_copies.py tests/python/test_serialization.py \
+  -n "${OPENNEURON_TEST_WORKERS:-2}" --dist loadfile tests/python/test_copies.py tests/python/test_serialization.py \
   tests/python/test_streams_events.py tests/python/test_training.py \
   tests/python/test_compile.py tests/python/test_vulkan_driver.py "$@"

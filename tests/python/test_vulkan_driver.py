@@ -82,7 +82,43 @@ def test_large_kernels_loop_with_fewer_workgroups_than_elements():
             torch.testing.assert_close(xd.permute(2, 0, 1).exp().cpu(), x.permute(2, 0, 1).exp())
         torch.testing.assert_close(xd.softmax(-1).cpu(), x.softmax(-1), rtol=1e-5, atol=1e-6)
     assert not torch.neuron.fallback_report(), torch.neuron.fallback_report()
-    """, env=VULKAN, timeout=300)  # (~90 s on lavapipe, 2-core AMD EPYC: mostly 2M rows of 2)
+    """, env=VULKAN, timeout=300)
+
+
+def test_short_and_long_rows_reduce_alike():
+    """Rows of up to 32 elements reduce an invocation each, longer ones a
+    workgroup each (one kernel for both: sizes are kernel scalars). Either
+    side of the cut, over the last dim and over dim 0: NaN wins max/min,
+    float sums stay compensated, multi-pass rows (var, softmax) and integer,
+    bool and half rows give the CPU's values."""
+    run_python("""
+    import torch
+    g = torch.Generator().manual_seed(0)
+    close = torch.testing.assert_close
+    for n in (1, 2, 31, 32, 33, 200):
+        x = torch.randn(37, n, generator=g)
+        x[5, n // 2] = float("nan")
+        xd = x.to("neuron")
+        for d in (-1, 0):
+            close(xd.sum(d).cpu(), x.sum(d), rtol=1e-5, atol=1e-5, equal_nan=True)
+            close(xd.amax(d).cpu(), x.amax(d), equal_nan=True)
+            close(xd.amin(d).cpu(), x.amin(d), equal_nan=True)
+        y = torch.randn(37, n, generator=g) * 1e4 + 1e7  # a compensated sum's case
+        close(y.to("neuron").sum(-1).cpu(), y.double().sum(-1).float(), rtol=1e-6, atol=0)
+        if n > 1:
+            close(y.to("neuron").var(-1).cpu(), y.var(-1), rtol=1e-4, atol=1e-3)
+        close(xd.nan_to_num().softmax(-1).cpu(), x.nan_to_num().softmax(-1), rtol=1e-5, atol=1e-6)
+        close(xd.nan_to_num().log_softmax(0).cpu(), x.nan_to_num().log_softmax(0), rtol=1e-5, atol=1e-5)
+        i = torch.randint(-50, 50, (37, n), generator=g)
+        assert torch.equal(i.to("neuron").sum(-1).cpu(), i.sum(-1))
+        assert torch.equal(i.to("neuron").amax(0).cpu(), i.amax(0))
+        b = i > 0
+        assert torch.equal(b.to("neuron").any(-1).cpu(), b.any(-1))
+        assert torch.equal(b.to("neuron").all(0).cpu(), b.all(0))
+        h = x.nan_to_num().half()
+        close(h.to("neuron").sum(-1).cpu(), h.sum(-1), rtol=1e-3, atol=1e-2)
+    assert not torch.neuron.fallback_report(), torch.neuron.fallback_report()
+    """, env=VULKAN, timeout=300)
 
 
 def test_indexing_scan_and_loss_kernels_run_on_the_device():

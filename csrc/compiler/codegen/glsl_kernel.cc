@@ -405,19 +405,47 @@ class GlslKernelWriter {
     scopes_.pop_back();
   }
 
-  // ---- reductions: one workgroup per row -----------------------------------
-  // The workgroup's invocations take the row's elements in turn, each
-  // accumulating its share; the shares combine through shared memory in a
-  // tree, and every invocation reads the finished value (later passes and
-  // epilogues need it). Row scalars and reductions are stored by invocation 0.
+  // ---- reductions: a workgroup per row, or an invocation per short row ----
+  // Long rows: the workgroup's invocations take the row's elements in turn,
+  // each accumulating its share; the shares combine through shared memory
+  // in a tree, and every invocation reads the finished value (later passes
+  // and epilogues need it). Row scalars and reductions are stored by
+  // invocation 0. Short rows (kShortRow elements or fewer): an invocation
+  // takes whole rows, with no shared memory or barriers; a workgroup per
+  // row of 2 spent nearly all its time in barriers (a sum over the last dim
+  // of (2M, 2): 17 s on lavapipe). Sizes that are kernel scalars get both,
+  // behind a branch every invocation takes alike.
   void write_reduction() {
     std::vector<int64_t> kept, reduced = g_.dims;
     for (size_t i = 0; i < g_.shape.size(); ++i)
       if (!std::count(reduced.begin(), reduced.end(), static_cast<int64_t>(i))) kept.push_back(i);
     reduced_ = reduced;
+    const Expr length = extent(reduced_);
+    if (length.is_const()) {
+      short_rows_ = length.value() <= kShortRow;
+      write_rows(kept);
+      return;
+    }
+    line("if (" + expr_glsl(length) + " <= " + std::to_string(kShortRow) + "L) {  // short rows");
+    ++indent_;
+    short_rows_ = true;
+    write_rows(kept);
+    --indent_;
+    line("} else {");
+    ++indent_;
+    short_rows_ = false;
+    accumulators_.clear();
+    write_rows(kept);
+    --indent_;
+    line("}");
+  }
+  static constexpr int64_t kShortRow = 32;
+
+  void write_rows(const std::vector<int64_t>& kept) {
     scopes_.emplace_back();
     std::vector<Expr> row(g_.shape.size(), Expr(0));
-    open_loop("on_row", "int64_t(gl_WorkGroupID.x)", expr_glsl(extent(kept)), "int64_t(gl_NumWorkGroups.x)");
+    if (short_rows_) open_grid_loop("on_row", extent(kept));
+    else open_loop("on_row", "int64_t(gl_WorkGroupID.x)", expr_glsl(extent(kept)), "int64_t(gl_NumWorkGroups.x)");
     decompose("on_row", "k", kept, row);
     scopes_.emplace_back();
     for (Node* r : g_.roots) current_roots_.insert(r->id);
@@ -430,13 +458,11 @@ class GlslKernelWriter {
         for_row_elements(row, [&](const std::vector<Expr>& c) { store(r, c, emit(r, c)); });
         return;
       }
-      line("if (on_lid == 0L) {");
-      ++indent_;
+      open_first_invocation_only();
       scopes_.emplace_back();
       store(r, row_coords(r, row), emit(r, row_coords(r, row)));
       scopes_.pop_back();
-      --indent_;
-      line("}");
+      close_first_invocation_only();
     };
     bool first_pass = true;
     size_t i = 0;
@@ -462,7 +488,7 @@ class GlslKernelWriter {
       }
       ++i;
     }
-    if (!last.empty()) line("barrier();  // every pass has read the row");
+    if (!last.empty() && !short_rows_) line("barrier();  // every pass has read the row");
     for (Node* r : last) write_root(r);
     scopes_.pop_back();
     close_loop();
@@ -508,6 +534,16 @@ class GlslKernelWriter {
   template <typename Body>
   void for_row_elements(const std::vector<Expr>& row, Body body) {
     const std::string wg = std::to_string(kGlslWorkgroupSize), len = expr_glsl(extent(reduced_));
+    if (short_rows_) {  // the invocation's own row, every element
+      open_loop("on_e", "0L", len, "1L");
+      std::vector<Expr> c = row;
+      decompose("on_e", "r", reduced_, c);
+      scopes_.emplace_back();
+      body(c);
+      scopes_.pop_back();
+      close_loop();
+      return;
+    }
     open_loop("on_e0", "on_lid", len, std::to_string(kGlslWorkgroupSize * kRowUnroll) + "L");
     for (int k = 0; k < kRowUnroll; ++k) {
       line("{ const int64_t on_e = on_e0 + " + std::to_string(k * kGlslWorkgroupSize) + "L; if (on_e < " + len + ") {");
@@ -603,7 +639,8 @@ class GlslKernelWriter {
   }
 
   // Each invocation's share into shared memory, then the tree; every
-  // invocation reads the results (accumulators_).
+  // invocation reads the results (accumulators_). Short rows: the
+  // invocation's share is the result.
   void share_and_combine(const std::vector<Node*>& batch) {
     const std::vector<Expr>& row = row_;
     for (Node* r : batch) {
@@ -614,9 +651,33 @@ class GlslKernelWriter {
         line("if (isinf(raw" + id + ") || isnan(raw" + id + ")) " + acc + " = raw" + id + ";");
       }
       if (has_nan_flag(r)) line("if (nan" + id + ") " + acc + " = " + t + "(ON_NAN);");
+      if (short_rows_) continue;
       shared_ += "shared " + st + " on_sh" + id + "[" + std::to_string(kGlslWorkgroupSize) + "];\n";
       line("on_sh" + id + "[on_li] = " + convert(acc, t, st) + ";");
     }
+    if (!short_rows_) combine_shares(batch);
+    for (Node* r : batch) {
+      const std::string id = local(r), t = glsl_compute_type(r->compute);
+      const std::string total = short_rows_ ? "acc" + id : convert("on_sh" + id + "[0]", shared_type(r), t);
+      std::string value = convert(total, t, value_type(r));
+      if (r->dtype == DType::Float16) value = "float(float16_t(" + total + "))";
+      if (r->dtype == DType::BFloat16) value = "on_bf16_load(on_bf16_store(" + total + "))";
+      const std::string var = fresh();
+      line("const " + value_type(r) + " " + var + " = " + value + ";");
+      accumulators_[r->id] = var;
+    }
+    if (!short_rows_) line("barrier();  // every invocation has read the results: shared memory is free again");
+    for (Node* r : batch) {
+      if (!r->materialize) continue;
+      open_first_invocation_only();
+      store(r, row, accumulators_[r->id]);
+      close_first_invocation_only();
+    }
+  }
+
+  // The tree over the workgroup's shares in shared memory: on_sh*[0] ends
+  // with the row's result.
+  void combine_shares(const std::vector<Node*>& batch) {
     line("barrier();");
     for (int half = kGlslWorkgroupSize / 2; half > 0; half /= 2) {
       std::string step = "if (on_lid < " + std::to_string(half) + "L) {";
@@ -633,29 +694,22 @@ class GlslKernelWriter {
       line(step + " }");
       line("barrier();");
     }
-    for (Node* r : batch) {
-      const std::string id = local(r), t = glsl_compute_type(r->compute);
-      const std::string total = convert("on_sh" + id + "[0]", shared_type(r), t);
-      std::string value = convert(total, t, value_type(r));
-      if (r->dtype == DType::Float16) value = "float(float16_t(" + total + "))";
-      if (r->dtype == DType::BFloat16) value = "on_bf16_load(on_bf16_store(" + total + "))";
-      const std::string var = fresh();
-      line("const " + value_type(r) + " " + var + " = " + value + ";");
-      accumulators_[r->id] = var;
-    }
-    line("barrier();  // every invocation has read the results: shared memory is free again");
-    for (Node* r : batch) {
-      if (!r->materialize) continue;
-      line("if (on_lid == 0L) {");
-      ++indent_;
-      store(r, row, accumulators_[r->id]);
-      --indent_;
-      line("}");
-    }
+  }
+
+  // Row results are stored once: by invocation 0 of a row's workgroup, or
+  // by the short row's own invocation.
+  void open_first_invocation_only() {
+    line(short_rows_ ? "{" : "if (on_lid == 0L) {");
+    ++indent_;
+  }
+  void close_first_invocation_only() {
+    --indent_;
+    line("}");
   }
 
   const KernelGroup& g_;
   std::vector<int64_t> reduced_;  // reductions: the reduced dims
+  bool short_rows_ = false;       // reductions: an invocation per row
   std::vector<Expr> row_;         // reductions: the current row's coordinates
   std::string shared_;            // shared-memory declarations
   std::string name_;
