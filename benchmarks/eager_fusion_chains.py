@@ -1,13 +1,18 @@
 """Adaptive Eager Execution, side by side: memory-bound chains written as
 separate eager ops (GELU as 8 ops, LayerNorm as 8, softmax as 5, an
 RMSNorm + SiLU gate) on cpu eager and on neuron with fusion on and off, in
-one process, with the largest difference from cpu eager.
+one process, with the largest difference from cpu eager. `--models`: the
+benchmark suite's model workloads and the demo's step instead, each one
+instance on neuron alternated between fusion on and off (the issue's bar:
+no model slower with fusion on than plain neuron eager).
 
-    .venv/bin/python benchmarks/eager_fusion_chains.py
+    .venv/bin/python benchmarks/eager_fusion_chains.py [--models]
     OPENNEURON_DRIVER=protected .venv/bin/python benchmarks/eager_fusion_chains.py
 """
 import math
 import os
+import statistics
+import sys
 import time
 
 import torch
@@ -86,5 +91,40 @@ def main():
     print("fusion stats:", torch.neuron.eager_fusion_stats())
 
 
+def step_s(instance, steps):
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        out = instance.step()
+    torch.neuron.synchronize()
+    del out
+    return (time.perf_counter() - t0) / steps
+
+
+def models(rounds=5, steps=3):
+    """Medians of `rounds` rounds of `steps` steps each, fusion on and off
+    alternated on one instance (same weights, same memory pool)."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from benchmarks import workloads
+
+    was = torch.neuron.is_eager_fusion_enabled()
+    print(f"neuron eager, fusion on vs off, medians of {rounds} rounds of {steps} steps; "
+          f"driver {os.environ.get('OPENNEURON_DRIVER', 'host')}")
+    for wl in workloads.load("models", False) + workloads.load("demo", False):
+        instance = wl.build(torch.device("neuron"), lambda m: m)
+        times = {True: [], False: []}
+        for fusion in (True, False):  # warm-up: plans, pools, and the fused kernels' builds
+            torch.neuron.set_eager_fusion(fusion)
+            step_s(instance, steps)
+        torch.neuron.wait_for_eager_fusion_builds()
+        for _ in range(rounds):
+            for fusion in (True, False):
+                torch.neuron.set_eager_fusion(fusion)
+                times[fusion].append(step_s(instance, steps))
+        on, off = statistics.median(times[True]), statistics.median(times[False])
+        print(f"{wl.name:16s} fusion on {on * 1e3:8.1f} ms | off {off * 1e3:8.1f} ms | "
+              f"on / off throughput {off / on:.3f}x")
+    torch.neuron.set_eager_fusion(was)
+
+
 if __name__ == "__main__":
-    main()
+    models() if "--models" in sys.argv[1:] else main()
