@@ -99,3 +99,25 @@ def test_allocation_past_the_budget_is_a_clear_oom():
         raise AssertionError("no OutOfMemoryError")
     assert torch.ones(3, device="neuron").sum().item() == 3  # still usable
     """, env=PROTECTED)
+
+
+def test_ops_whose_cpu_kernel_lacks_a_dtype_run_as_cuda_would():
+    """The CPU fallback's kernel may lack a dtype CUDA has: integer histc (MoE
+    routers in transformers count tokens per expert with it) and Bool abs.
+    On protected the op then runs on the device tensors as CUDA would,
+    instead of failing where the host driver and CUDA succeed."""
+    run_python("""
+    import torch
+    x = torch.randint(-2, 6, (200,), dtype=torch.int32)
+    got = torch.histc(x.to("neuron"), bins=4, min=0, max=3)
+    assert got.device.type == "neuron" and got.dtype == torch.int32, got
+    assert torch.equal(got.cpu(), torch.bincount(x[(x >= 0) & (x <= 3)], minlength=4).int())
+    b = torch.tensor([True, False])
+    assert torch.equal(b.to("neuron").abs().cpu(), b)
+    try:  # a dtype CUDA lacks too: the CPU kernel's own error
+        torch.histc(torch.ones(3, dtype=torch.complex64).to("neuron"))
+    except NotImplementedError as e:
+        assert "not implemented for 'ComplexFloat'" in str(e), e
+    else:
+        raise AssertionError("complex histc did not raise")
+    """, env=PROTECTED)

@@ -8,6 +8,7 @@
 #include <c10/util/Exception.h>
 
 #include "torch/aten/copying_call.h"
+#include "torch/aten/cuda_dtypes.h"
 #include "torch/aten/eager/eager_kernel.h"
 #include "torch/runtime/settings.h"
 #include "torch/runtime/sync_debug.h"
@@ -69,9 +70,23 @@ CpuFallbackScope::~CpuFallbackScope() {
 
 void run_on_cpu_with_copies(const c10::OperatorHandle& op, const OpInfo& info,
                             torch::jit::Stack* stack) {
-  CpuFallbackScope scope(info.name);
-  note_host_sync(info.name.c_str(), "it runs on the CPU fallback, after the device's queued work");
-  call_with_cpu_copies(op, stack);
+  const size_t first = stack->size() - op.schema().arguments().size();
+  const std::vector<c10::IValue> args(stack->begin() + first, stack->end());
+  std::exception_ptr dtype_gap;
+  try {
+    CpuFallbackScope scope(info.name);
+    note_host_sync(info.name.c_str(), "it runs on the CPU fallback, after the device's queued work");
+    call_with_cpu_copies(op, stack);
+    return;
+  } catch (const c10::Error& e) {
+    if (!is_cpu_dtype_gap(op, e)) throw;
+    dtype_gap = std::current_exception();
+  }
+  // The CPU kernel lacks a dtype that CUDA has (integer histc, as MoE
+  // routers call it): the op runs on the neuron tensors as CUDA would.
+  stack->resize(first);
+  stack->insert(stack->end(), args.begin(), args.end());
+  if (!run_with_cuda_dtypes(op, stack)) std::rethrow_exception(dtype_gap);
 }
 
 std::vector<FallbackRecord> fallback_report() {
