@@ -111,3 +111,44 @@ def test_ops_without_kernels_run_as_decompositions(tmp_path):
         torch.testing.assert_close(f(x.to("neuron")).cpu(), f(x), msg=name)
     assert torch.neuron.fallback_report() == [], torch.neuron.fallback_report()
     """, env=NATIVE | {"OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path)})
+
+
+def test_grouped_mm_runs_per_group_on_the_device():
+    """torch._grouped_mm (MoE experts in transformers) in its four forms,
+    forward and backward, with an empty group, as the CPU computes it, no
+    CPU fallback; on every driver (vulkan too: products of slices)."""
+    code = """
+    import torch
+    torch.manual_seed(0)
+    d = "neuron"
+    offs = torch.tensor([3, 3, 8, 12], dtype=torch.int32)  # group 1 is empty
+    # (row strides of 16-byte multiples, as ATen requires)
+    cases = [(torch.randn(12, 8), torch.randn(4, 8, 4)),            # 2d x 3d: rows per group
+             (torch.randn(4, 4, 8), torch.randn(8, 12)),            # 3d x 2d: columns per group
+             (torch.randn(8, 12), torch.randn(12, 4)),              # 2d x 2d: contraction per group
+             (torch.randn(4, 4, 8), torch.randn(4, 8, 12))]         # 3d x 3d: bmm, no offs
+    for i, (a, b) in enumerate(cases):
+        o = None if i == 3 else offs
+        a1, b1 = a.clone().requires_grad_(), b.clone().requires_grad_()
+        a2, b2 = a.to(d).requires_grad_(), b.to(d).requires_grad_()
+        r1 = torch._grouped_mm(a1, b1, o)
+        r2 = torch._grouped_mm(a2, b2, None if o is None else o.to(d))
+        valid = (slice(None), slice(0, 12)) if i == 1 else slice(0, 12)
+        torch.testing.assert_close(r2.cpu()[valid], r1[valid], msg=f"case {i}")
+        g = torch.randn(r1.shape)
+        (r1[valid] * g[valid]).sum().backward()
+        (r2[valid] * g[valid].to(d)).sum().backward()
+        torch.testing.assert_close(a2.grad.cpu(), a1.grad, msg=f"case {i} grad a")
+        torch.testing.assert_close(b2.grad.cpu(), b1.grad, msg=f"case {i} grad b")
+    try:
+        torch._grouped_mm(cases[0][0].to(d), cases[0][1].to(d), torch.tensor([3, 2, 8, 12], dtype=torch.int32).to(d))
+    except RuntimeError as e:
+        assert "offs must be non-decreasing" in str(e), e
+    else:
+        raise AssertionError("decreasing offs accepted")
+    assert not torch.neuron.fallback_report(), torch.neuron.fallback_report()
+    """
+    run_python(code)  # host
+    run_python(code, env=NATIVE)
+    run_python(code, env={"OPENNEURON_DRIVER": "vulkan", "OPENNEURON_CPU_FALLBACK": "error",
+                          "OPENNEURON_VULKAN_VALIDATION": "1"})
