@@ -152,3 +152,17 @@ def test_grouped_mm_runs_per_group_on_the_device():
     run_python(code, env=NATIVE)
     run_python(code, env={"OPENNEURON_DRIVER": "vulkan", "OPENNEURON_CPU_FALLBACK": "error",
                           "OPENNEURON_VULKAN_VALIDATION": "1"})
+
+
+def test_tensor_constants_of_compiled_code_are_lifted_on_the_device():
+    """torch.tensor(...) inside a compiled function is lifted with
+    lift_fresh_copy: a device copy, not the CPU fallback."""
+    run_python("""
+    import torch
+    @torch.compile(backend="neuron")
+    def f(x):
+        return x * torch.tensor([1.0, 2.0, 3.0], device=x.device) + torch.tensor(0.5, device=x.device)
+    x = torch.randn(4, 3)
+    assert torch.equal(f(x.to("neuron")).cpu(), x * torch.tensor([1.0, 2.0, 3.0]) + 0.5)
+    assert not torch.neuron.fallback_report(), torch.neuron.fallback_report()
+    """, env=NATIVE)

@@ -172,7 +172,13 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   return at::native::_local_scalar_dense_cpu(views.to_cpu(self));
 }
 
+// A tensor constant of traced code (torch.tensor(...) in a compiled
+// function) is lifted with a copy: a device clone, where the router would
+// take the CPU fallback on drivers the host cannot address.
+at::Tensor lift_fresh_copy(const at::Tensor& self) { return self.clone(); }
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("lift_fresh_copy", TORCH_FN(lift_fresh_copy));
   m.impl("copy_", TORCH_FN(copy_));
   m.impl("_copy_from", TORCH_FN(_copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(_copy_from_and_resize));
