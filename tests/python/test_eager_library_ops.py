@@ -166,3 +166,42 @@ def test_tensor_constants_of_compiled_code_are_lifted_on_the_device():
     assert torch.equal(f(x.to("neuron")).cpu(), x * torch.tensor([1.0, 2.0, 3.0]) + 0.5)
     assert not torch.neuron.fallback_report(), torch.neuron.fallback_report()
     """, env=NATIVE)
+
+
+def test_grad_scaler_steps_on_the_device():
+    """torch.amp.GradScaler's unscale_ and update on the device, as on the
+    CPU: a step with an inf or a NaN gradient is skipped and backs the
+    scale off, finite steps grow it every growth_interval, bfloat16 and
+    float32 gradients are unscaled; no CPU fallback."""
+    code = """
+    import torch
+    torch.manual_seed(0)
+    def run(device):
+        ps = [torch.nn.Parameter(torch.ones(5, device=device)),
+              torch.nn.Parameter(torch.ones(3, 4, device=device, dtype=torch.bfloat16))]
+        opt = torch.optim.SGD(ps, lr=0.1)
+        scaler = torch.amp.GradScaler(device, init_scale=1024.0, growth_interval=2)
+        seen = []
+        for step, bad in enumerate([None, None, float("inf"), None, float("nan"), None, None]):
+            g = torch.Generator().manual_seed(step)
+            ps[0].grad = (torch.randn(5, generator=g) * 1024).to(device)
+            ps[1].grad = (torch.randn(3, 4, generator=g) * 1024).bfloat16().to(device)
+            if bad is not None:
+                ps[1].grad[1, 2] = bad
+            scaler.scale(torch.ones((), device=device))  # (sets up the scale, as scaling a loss does)
+            scaler.unscale_(opt)
+            grads = [p.grad.detach().cpu().clone() for p in ps]
+            scaler.step(opt)
+            scaler.update()
+            seen.append((scaler.get_scale(), grads, [p.detach().cpu().clone() for p in ps]))
+        return seen
+    for (s1, g1, p1), (s2, g2, p2) in zip(run("cpu"), run("neuron")):
+        assert s1 == s2, (s1, s2)
+        for a, b in zip(g1 + p1, g2 + p2):
+            torch.testing.assert_close(b, a, equal_nan=True)
+    assert not torch.neuron.fallback_report(), torch.neuron.fallback_report()
+    """
+    run_python(code)  # host
+    run_python(code, env=NATIVE)
+    run_python(code, env={"OPENNEURON_DRIVER": "vulkan", "OPENNEURON_CPU_FALLBACK": "error",
+                          "OPENNEURON_VULKAN_VALIDATION": "1"})
