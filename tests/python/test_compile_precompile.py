@@ -622,3 +622,30 @@ def test_saved_frame_of_another_driver_is_compiled_afresh(tmp_path):
     assert other["ok"] and other["ok_new_shape"] and other["traced_graphs"] >= 1, other
     assert run(tmp_path, vulkan)["cache"].get("dynamo_cache_hit") == 1  # its own frame loads
     assert run(tmp_path, env)["ok"]
+
+
+def test_programs_that_seed_random_compile_new_frames_after_loading_saved_ones(tmp_path):
+    """Names of installed globals start at a random counter in each process;
+    a program that seeds `random` first (PyTorch's test utilities do) got
+    the same start every run, so its second run's first new compile
+    collided with a frame it had loaded ("Name '__builtins_dict___...'
+    already exists in scope")."""
+    script = """
+    import json, os, random
+    random.seed(0)
+    import torch
+    def loaded(x):
+        return x.sin() + 1
+    def new_each_run(x):
+        return x.cos() * float(os.environ["RUN"])
+    x = torch.randn(4, device="neuron")
+    ok = True
+    ok &= torch.allclose(torch.compile(loaded, backend="neuron")(x).cpu(), x.cpu().sin() + 1)
+    ok &= torch.allclose(torch.compile(new_each_run, backend="neuron")(x).cpu(), x.cpu().cos() * float(os.environ["RUN"]))
+    print(json.dumps({"ok": bool(ok)}))
+    """
+    env = {"OPENNEURON_COMPILE_PRECOMPILE": "1", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "torch_cache"),
+           "OPENNEURON_COMPILE_CACHE_DIR": str(tmp_path / "kernels")}
+    for run_index in ("1", "2", "3"):
+        proc = run_python(script, env={**env, "RUN": run_index}, script_dir=tmp_path, timeout=240)
+        assert json.loads(proc.stdout.strip().splitlines()[-1])["ok"], proc.stderr[-2000:]

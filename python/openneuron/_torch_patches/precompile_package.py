@@ -113,12 +113,16 @@ def _unique_name_counters():
     processes forked from one parent), so the first compile after a warm
     load collides with the loaded frame's ("Name ... already exists in
     scope"); start both elsewhere. (Only the names change, for every
-    backend; what a compile does does not.)"""
+    backend; what a compile does does not.) The start comes from the OS,
+    not from `random`: a program (PyTorch's test utilities) that seeds
+    `random` before its first compile got the same start in every run,
+    and collided with the frames its earlier runs had saved."""
     import torch._dynamo.bytecode_transformation as bytecode
     import torch._dynamo.output_graph as output_graph
 
-    bytecode._unique_id_counter = itertools.count(random.randrange(1 << 40))
-    output_graph._compile_id_counter = itertools.count(random.randrange(1 << 40))
+    start = random.SystemRandom()
+    bytecode._unique_id_counter = itertools.count(start.randrange(1 << 40))
+    output_graph._compile_id_counter = itertools.count(start.randrange(1 << 40))
 
 
 _installed = False
