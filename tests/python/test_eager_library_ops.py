@@ -205,3 +205,53 @@ def test_grad_scaler_steps_on_the_device():
     run_python(code, env=NATIVE)
     run_python(code, env={"OPENNEURON_DRIVER": "vulkan", "OPENNEURON_CPU_FALLBACK": "error",
                           "OPENNEURON_VULKAN_VALIDATION": "1"})
+
+
+def test_transposed_convolutions_and_shape_errors_on_the_device():
+    """conv_transpose1d/2d/3d (strides, padding, output_padding, groups,
+    dilation, bias) forward and backward as the adjoint of the device's
+    convolution, channels-last kept; wrong channel counts, bias sizes and
+    kernels larger than the input raise ATen's own messages, not an error
+    from inside the kernels."""
+    code = """
+    import torch, torch.nn.functional as F
+    torch.manual_seed(0)
+    d = "neuron"
+    # (dims, N, C_in, C_out, groups, size, kernel, stride, padding, output_padding, dilation)
+    for dims, n, ci, co, g, size, k, s, p, op, dl in [
+            (2, 2, 4, 6, 1, 7, 3, 2, 1, 1, 1), (2, 1, 4, 4, 2, 5, 3, 1, 0, 0, 1), (2, 2, 3, 5, 1, 6, 4, 3, 2, 2, 1),
+            (2, 2, 2, 3, 1, 5, 3, 2, 1, 0, 2), (1, 3, 4, 2, 1, 9, 5, 2, 2, 1, 1), (3, 1, 2, 3, 1, 4, 3, 2, 1, 1, 1),
+            (2, 2, 2, 4, 2, 4, 4, 3, 1, 2, 4),  # output_padding above the padding (allowed below the dilation)
+            (1, 2, 2, 2, 1, 4, 3, 2, 0, 1, 3)]:
+        f = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}[dims]
+        x = torch.randn(n, ci, *([size] * dims), requires_grad=True)
+        w = torch.randn(ci, co // g, *([k] * dims), requires_grad=True)
+        b = torch.randn(co, requires_grad=True)
+        kw = dict(stride=s, padding=p, output_padding=op, groups=g, dilation=dl)
+        y = f(x, w, b, **kw)
+        xd, wd, bd = (t.detach().to(d).requires_grad_() for t in (x, w, b))
+        yd = f(xd, wd, bd, **kw)
+        gy = torch.randn(y.shape)
+        y.backward(gy)
+        yd.backward(gy.to(d))
+        for name, got, ref in (("out", yd, y), ("grad input", xd.grad, x.grad), ("grad weight", wd.grad, w.grad),
+                               ("grad bias", bd.grad, b.grad)):
+            torch.testing.assert_close(got.detach().cpu(), ref.detach(), atol=1e-4, rtol=1e-4, msg=f"{dims}d {name}")
+    xc = torch.randn(1, 4, 8, 8).to(memory_format=torch.channels_last)
+    assert F.conv_transpose2d(xc.to(d), torch.randn(4, 2, 3, 3).to(d)).is_contiguous(memory_format=torch.channels_last)
+    assert not torch.neuron.fallback_report(), torch.neuron.fallback_report()
+    for f, args in ((F.conv_transpose2d, (torch.randn(1, 3, 5, 5), torch.randn(4, 2, 3, 3))),
+                    (F.conv2d, (torch.randn(1, 3, 5, 5), torch.randn(2, 4, 3, 3))),
+                    (F.conv2d, (torch.randn(1, 4, 2, 2), torch.randn(2, 4, 3, 3))),
+                    (F.conv2d, (torch.randn(1, 4, 5, 5), torch.randn(2, 4, 3, 3), torch.randn(3)))):
+        messages = []
+        for device in ("cpu", d):
+            try:
+                f(*[a.to(device) for a in args])
+            except RuntimeError as e:
+                messages.append(str(e))
+        assert len(messages) == 2 and messages[0] == messages[1], messages
+    """
+    run_python(code, env=NATIVE)
+    run_python(code, env={"OPENNEURON_DRIVER": "vulkan", "OPENNEURON_CPU_FALLBACK": "error",
+                          "OPENNEURON_VULKAN_VALIDATION": "1"})

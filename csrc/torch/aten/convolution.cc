@@ -51,7 +51,8 @@ at::Tensor convolution_overrideable(
     c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
     c10::IntArrayRef output_padding, int64_t groups) {
   if (!host_addressable() && settings().eager_kernels)
-    if (auto out = device_convolution(input, weight, bias, stride, padding, dilation, transposed, groups))
+    if (auto out = device_convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding,
+                                      groups))
       return *out;
   return on_host("aten::convolution_overrideable", input, [&](auto& call) {
     return call.neuron(at::convolution(call.cpu(input), call.cpu(weight), call.cpu(bias), stride,
@@ -72,7 +73,7 @@ convolution_backward_overrideable(
   const std::vector<int64_t> bias_sizes{out_channels};
   if (!host_addressable() && settings().eager_kernels)
     if (auto grads = device_convolution_backward(grad_output, input, weight, stride, padding, dilation, transposed,
-                                                 groups, output_mask))
+                                                 output_padding, groups, output_mask))
       return *grads;
   return on_host("aten::convolution_backward_overrideable", input, [&](auto& call) {
     auto [grad_input, grad_weight, grad_bias] = at::convolution_backward(

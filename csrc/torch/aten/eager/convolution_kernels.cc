@@ -1,6 +1,7 @@
 #include "torch/aten/eager/convolution_kernels.h"
 
 #include <ATen/Functions.h>
+#include <c10/util/StringUtil.h>
 
 #include <vector>
 
@@ -26,10 +27,10 @@ struct Shape {
 
 int64_t at_or_last(c10::IntArrayRef a, int64_t i) { return a.size() == 1 ? a[0] : a[i]; }
 
-bool supported(const at::Tensor& input, const at::Tensor& weight, bool transposed) {
+bool supported(const at::Tensor& input, const at::Tensor& weight) {
   const auto t = input.scalar_type();
-  return !transposed && (t == at::kFloat || t == at::kDouble) && weight.scalar_type() == t &&
-         input.dim() >= 3 && input.dim() <= 5 && weight.dim() == input.dim();
+  return (t == at::kFloat || t == at::kDouble) && weight.scalar_type() == t && input.dim() >= 3 &&
+         input.dim() <= 5 && weight.dim() == input.dim();
 }
 
 Shape shape_of(const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
@@ -80,13 +81,145 @@ std::vector<int64_t> out_sizes(const Shape& s, int64_t channels) {
   return sizes;
 }
 
+// ATen's shape checks, with its messages (Convolution.cpp,
+// check_shape_forward): the router reaches these kernels before ATen's
+// convolution would check, and a wrong channel count must not surface as a
+// reshape error inside them.
+void check_shapes(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                  c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
+                  int64_t groups) {
+  const auto w = weight.sizes();
+  TORCH_CHECK(groups > 0, "non-positive groups is not supported");
+  for (int64_t v : stride) TORCH_CHECK(v > 0, "non-positive stride is not supported");
+  for (int64_t v : padding) TORCH_CHECK(v >= 0, "negative padding is not supported");
+  for (int64_t v : dilation) TORCH_CHECK(v > 0, "dilation should be greater than zero");
+  TORCH_CHECK(w[0] >= groups, "Given groups=", groups, ", expected weight to be at least ", groups,
+              " at dimension 0, but got weight of size ", w, " instead");
+  TORCH_CHECK(w[0] % groups == 0, "Given groups=", groups, ", expected weight to be divisible by ", groups,
+              " at dimension 0, but got weight of size [", w, "] instead");
+  const int64_t channels = transposed ? w[0] : w[1] * groups;
+  TORCH_CHECK(input.size(1) == channels, "Given ",
+              transposed ? "transposed=1" : "groups=" + std::to_string(groups), ", weight of size ", w,
+              ", expected input", input.sizes(), " to have ", channels, " channels, but got ", input.size(1),
+              " channels instead");
+  const int64_t outputs = transposed ? w[1] * groups : w[0];
+  if (bias && bias->defined())
+    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == outputs, "Given ",
+                transposed ? "transposed=1, weight of size " : "weight of size ", w,
+                ", expected bias to be 1-dimensional with ", outputs, " elements, but got bias of size ",
+                bias->sizes(), " instead");
+  if (transposed) return;
+  std::vector<int64_t> padded_input, kernel;
+  bool fits = true;
+  for (int64_t i = 0; i < input.dim() - 2; ++i) {
+    padded_input.push_back(input.size(2 + i) + 2 * at_or_last(padding, i));
+    kernel.push_back(at_or_last(dilation, i) * (w[2 + i] - 1) + 1);
+    fits &= padded_input.back() >= kernel.back();
+  }
+  TORCH_CHECK(fits, "Calculated padded input size per channel: (", c10::Join(" x ", padded_input),
+              "). Kernel size: (", c10::Join(" x ", kernel), "). Kernel size can't be greater than actual input size");
+}
+
+at::Tensor with_bias(at::Tensor out, const std::optional<at::Tensor>& bias) {
+  if (!bias || !bias->defined()) return out;
+  std::vector<int64_t> b(out.dim(), 1);
+  b[1] = out.size(1);
+  return at::add(out, bias->reshape(b));
+}
+
+// A tensor of `sizes` that is never read: the convolution whose input
+// gradient a transposed convolution is needs its input's shape only.
+at::Tensor shape_only(const at::Tensor& like, const std::vector<int64_t>& sizes) {
+  return at::empty({}, like.options()).expand(sizes);
+}
+
+// A transposed convolution (weight [C_in, C_out / g, k...]) is the adjoint
+// of the convolution with that weight, stride and dilation, without padding,
+// from its "full" output (full_i = (in_i - 1) * stride + dilation * (k_i - 1)
+// + 1 positions) to the input's shape. Its output is the full one with
+// `padding` cropped at the start and padding - output_padding at the end (a
+// negative crop pads zeros: output_padding may exceed the padding, and the
+// stride when the dilation is larger).
+struct Transposed {
+  std::vector<int64_t> full;  // full output sizes (batch and channels first)
+  std::vector<int64_t> crop;  // constant_pad_nd's pad from the full output to the output (negative: crop)
+  std::vector<int64_t> uncrop;  // and back
+  std::vector<int64_t> no_padding;
+};
+
+Transposed transposed_geometry(const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
+                               c10::IntArrayRef padding, c10::IntArrayRef dilation, c10::IntArrayRef output_padding,
+                               int64_t groups) {
+  Transposed t;
+  const int64_t spatial = input.dim() - 2;
+  t.full = {input.size(0), weight.size(1) * groups};
+  t.no_padding.assign(spatial, 0);
+  for (int64_t i = 0; i < spatial; ++i)
+    t.full.push_back((input.size(2 + i) - 1) * at_or_last(stride, i) +
+                     at_or_last(dilation, i) * (weight.size(2 + i) - 1) + 1);
+  for (int64_t i = spatial - 1; i >= 0; --i) {  // constant_pad_nd: the last dim first
+    const int64_t p = at_or_last(padding, i), op = at_or_last(output_padding, i);
+    t.crop.insert(t.crop.end(), {-p, op - p});
+    t.uncrop.insert(t.uncrop.end(), {p, p - op});
+  }
+  return t;
+}
+
+std::optional<at::Tensor> transposed_convolution(const at::Tensor& input, const at::Tensor& weight,
+                                                 const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
+                                                 c10::IntArrayRef padding, c10::IntArrayRef dilation,
+                                                 c10::IntArrayRef output_padding, int64_t groups) {
+  const Transposed t = transposed_geometry(input, weight, stride, padding, dilation, output_padding, groups);
+  auto grads = device_convolution_backward(input, shape_only(input, t.full), weight, stride, t.no_padding, dilation,
+                                           /*transposed=*/false, t.no_padding, groups, {true, false, false});
+  if (!grads) return std::nullopt;
+  const at::Tensor out = at::constant_pad_nd(std::get<0>(*grads), t.crop, 0);
+  for (int64_t i = 2; i < out.dim(); ++i)
+    if (out.size(i) <= 0) return std::nullopt;
+  return with_bias(out, bias).contiguous(input.suggest_memory_format());
+}
+
+// Its gradients: the input's is the convolution of the output gradient
+// (brought back to the full output's shape); the weight's, the
+// convolution's weight gradient with input and output gradient in each
+// other's place.
+std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> transposed_convolution_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
+    c10::IntArrayRef padding, c10::IntArrayRef dilation, c10::IntArrayRef output_padding, int64_t groups,
+    std::array<bool, 3> output_mask) {
+  const Transposed t = transposed_geometry(input, weight, stride, padding, dilation, output_padding, groups);
+  const at::Tensor full_grad = at::constant_pad_nd(grad_output, t.uncrop, 0);
+  at::Tensor grad_input, grad_weight, grad_bias;
+  if (output_mask[0]) {
+    auto gi = device_convolution(full_grad, weight, std::nullopt, stride, t.no_padding, dilation, false,
+                                 t.no_padding, groups);
+    if (!gi) return std::nullopt;
+    grad_input = gi->contiguous(input.suggest_memory_format());
+  }
+  if (output_mask[1]) {
+    auto gw = device_convolution_backward(input, full_grad, weight, stride, t.no_padding, dilation, false,
+                                          t.no_padding, groups, {false, true, false});
+    if (!gw) return std::nullopt;
+    grad_weight = std::get<1>(*gw);
+  }
+  if (output_mask[2]) {
+    std::vector<int64_t> dims{0};
+    for (int64_t i = 2; i < grad_output.dim(); ++i) dims.push_back(i);
+    grad_bias = grad_output.sum(dims);
+  }
+  return std::make_tuple(grad_input, grad_weight, grad_bias);
+}
+
 }  // namespace
 
 std::optional<at::Tensor> device_convolution(const at::Tensor& input, const at::Tensor& weight,
                                              const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
                                              c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
-                                             int64_t groups) {
-  if (!supported(input, weight, transposed)) return std::nullopt;
+                                             c10::IntArrayRef output_padding, int64_t groups) {
+  if (!supported(input, weight)) return std::nullopt;
+  check_shapes(input, weight, bias, stride, padding, dilation, transposed, groups);
+  if (transposed)
+    return transposed_convolution(input, weight, bias, stride, padding, dilation, output_padding, groups);
   const Shape s = shape_of(input, weight, stride, padding, dilation, groups);
   for (int64_t o : s.out)
     if (o <= 0) return std::nullopt;
@@ -96,12 +229,7 @@ std::optional<at::Tensor> device_convolution(const at::Tensor& input, const at::
   } else {
     const at::Tensor cols = columns(padded(input, s, padding), s, stride, dilation);
     const at::Tensor w = weight.reshape({1, s.g, s.o / s.g, s.ck()});
-    out = at::matmul(w, cols).reshape(out_sizes(s, s.o));  // [n, g, o/g, l]
-    if (bias && bias->defined()) {
-      std::vector<int64_t> b(out.dim(), 1);
-      b[1] = s.o;
-      out = at::add(out, bias->reshape(b));
-    }
+    out = with_bias(at::matmul(w, cols).reshape(out_sizes(s, s.o)), bias);  // [n, g, o/g, l]
   }
   if (input.suggest_memory_format() == at::MemoryFormat::ChannelsLast && out.dim() == 4)
     out = out.contiguous(at::MemoryFormat::ChannelsLast);
@@ -110,10 +238,12 @@ std::optional<at::Tensor> device_convolution(const at::Tensor& input, const at::
 
 std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> device_convolution_backward(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
-    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, int64_t groups,
-    std::array<bool, 3> output_mask) {
-  if (!supported(input, weight, transposed) || grad_output.scalar_type() != input.scalar_type())
-    return std::nullopt;
+    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
+    int64_t groups, std::array<bool, 3> output_mask) {
+  if (!supported(input, weight) || grad_output.scalar_type() != input.scalar_type()) return std::nullopt;
+  if (transposed)
+    return transposed_convolution_backward(grad_output, input, weight, stride, padding, dilation, output_padding,
+                                           groups, output_mask);
   const Shape s = shape_of(input, weight, stride, padding, dilation, groups);
   const at::Tensor go = grad_output.reshape({s.n, s.g, s.o / s.g, s.l()});
   at::Tensor grad_input, grad_weight, grad_bias;
@@ -187,7 +317,7 @@ bool run_convolution_op(const c10::OperatorHandle& op, torch::jit::Stack* stack)
     // (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
     const std::optional<at::Tensor> bias = a[2].isNone() ? std::nullopt : std::optional<at::Tensor>(a[2].toTensor());
     auto out = device_convolution(a[0].toTensor(), a[1].toTensor(), bias, a[3].toIntVector(), a[4].toIntVector(),
-                                  a[5].toIntVector(), a[6].toBool(), a[8].toInt());
+                                  a[5].toIntVector(), a[6].toBool(), a[7].toIntVector(), a[8].toInt());
     if (!out) return false;
     torch::jit::drop(*stack, n);
     stack->emplace_back(std::move(*out));
@@ -196,7 +326,8 @@ bool run_convolution_op(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   // (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, mask)
   const auto mask = a[10].toBoolList();
   auto grads = device_convolution_backward(a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), a[4].toIntVector(),
-                                           a[5].toIntVector(), a[6].toIntVector(), a[7].toBool(), a[9].toInt(),
+                                           a[5].toIntVector(), a[6].toIntVector(), a[7].toBool(), a[8].toIntVector(),
+                                           a[9].toInt(),
                                            {mask.get(0), mask.get(1), mask.get(2)});
   if (!grads) return false;
   torch::jit::drop(*stack, n);

@@ -4,9 +4,11 @@
 // that have device kernels: the (padded) input seen as columns through a
 // strided view (im2col, one device copy), a batched matmul on the kernel
 // library's gemm, the bias added; the backward as matmuls and, for the
-// input's gradient, one strided add per kernel offset (col2im). Transposed
-// convolutions and dtypes the gemm lacks return nullopt (the caller takes
-// the CPU fallback).
+// input's gradient, one strided add per kernel offset (col2im). A
+// transposed convolution is the adjoint of the convolution with its weight:
+// its forward is that convolution's input gradient, and its gradients are
+// that convolution's forward and weight gradient. Dtypes the gemm lacks
+// return nullopt (the caller takes the CPU fallback).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -21,12 +23,12 @@ namespace openneuron::integration {
 std::optional<at::Tensor> device_convolution(const at::Tensor& input, const at::Tensor& weight,
                                              const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
                                              c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
-                                             int64_t groups);
+                                             c10::IntArrayRef output_padding, int64_t groups);
 
 std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> device_convolution_backward(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
-    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, int64_t groups,
-    std::array<bool, 3> output_mask);
+    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
+    int64_t groups, std::array<bool, 3> output_mask);
 
 // aten::convolution and aten::convolution_backward from the router (which
 // gets them before convolution_overrideable would): true when run here.
