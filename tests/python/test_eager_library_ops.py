@@ -255,3 +255,37 @@ def test_transposed_convolutions_and_shape_errors_on_the_device():
     run_python(code, env=NATIVE)
     run_python(code, env={"OPENNEURON_DRIVER": "vulkan", "OPENNEURON_CPU_FALLBACK": "error",
                           "OPENNEURON_VULKAN_VALIDATION": "1"})
+
+
+def test_sixteen_bit_products_and_autocast_training_on_the_device():
+    """float16 and bfloat16 mm, addmm, bmm and transposed operands on the
+    protected driver's gemm: float accumulation and one rounding, as CUDA
+    computes them; a float16 autocast training step with GradScaler runs
+    with no CPU fallback."""
+    run_python("""
+    import torch
+    torch.manual_seed(0)
+    d = "neuron"
+    for dt in (torch.float16, torch.bfloat16):
+        a, b, x = torch.randn(37, 70).to(dt), torch.randn(50, 70).to(dt), torch.randn(37, 50).to(dt)
+        A, B = torch.randn(3, 9, 17).to(dt), torch.randn(3, 17, 5).to(dt)
+        for name, got, ref in (
+                ("mm", a.to(d) @ b.to(d).t(), a.float() @ b.float().t()),
+                ("addmm", torch.addmm(x.to(d), a.to(d), b.to(d).t(), beta=0.5, alpha=2),
+                 torch.addmm(x.float(), a.float(), b.float().t(), beta=0.5, alpha=2)),
+                ("bmm", torch.bmm(A.to(d), B.to(d)), torch.bmm(A.float(), B.float()))):
+            assert got.dtype == dt, (name, got.dtype)
+            assert torch.equal(got.cpu(), ref.to(dt)), (name, dt, (got.cpu().float() - ref.to(dt).float()).abs().max())
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 4)).to(d)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler(d)
+    for _ in range(2):
+        with torch.autocast(d, dtype=torch.float16):
+            loss = torch.nn.functional.cross_entropy(model(torch.randn(16, 32).to(d)), torch.randint(0, 4, (16,)).to(d))
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+    assert torch.isfinite(loss).item()
+    assert not torch.neuron.fallback_report(), torch.neuron.fallback_report()
+    """, env=NATIVE, timeout=300)  # (cold: the float16 kernels of a training step build)

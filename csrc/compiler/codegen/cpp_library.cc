@@ -316,8 +316,7 @@ void gemm_one(const Gemm& g, const T* a, const T* b, T* c, const T* x, int64_t t
 }
 
 template <class T>
-void gemm(void** buffers, const int64_t* scalars, int64_t threads) {
-  const Gemm g = read(scalars);
+void gemm_with(const Gemm& g, void** buffers, int64_t threads) {
   if (threads < 1) threads = 1;
   auto one = [&](int64_t bi, int64_t inner_threads) {
     gemm_one<T>(g, static_cast<const T*>(buffers[0]) + bi * g.a_b, static_cast<const T*>(buffers[1]) + bi * g.b_b,
@@ -335,6 +334,62 @@ void gemm(void** buffers, const int64_t* scalars, int64_t threads) {
   for (int64_t bi = 0; bi < g.batch; ++bi) one(bi, threads);
 }
 
+template <class T>
+void gemm(void** buffers, const int64_t* scalars, int64_t threads) {
+  gemm_with<T>(read(scalars), buffers, threads);
+}
+
+// 16-bit products (float16, bfloat16) as CUDA computes them by default:
+// the operands widened to float (contiguous copies), the float gemm, each
+// result rounded once to the 16-bit type.
+inline float widen(_Float16 v) { return static_cast<float>(v); }
+inline float widen(uint16_t bf16) {
+  const uint32_t u = static_cast<uint32_t>(bf16) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline void narrow(float f, _Float16* out) { *out = static_cast<_Float16>(f); }
+inline void narrow(float f, uint16_t* out) {  // round to nearest even; NaN stays NaN
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  *out = f != f ? uint16_t(0x7fc0) : static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// `rows` x `cols` matrices of a batch, strided, widened into contiguous floats.
+template <class S>
+std::vector<float> widened(const S* t, int64_t batch, int64_t rows, int64_t cols, int64_t sb, int64_t sr,
+                           int64_t sc) {
+  std::vector<float> out(static_cast<size_t>(batch * rows * cols));
+  float* o = out.data();
+  for (int64_t bi = 0; bi < batch; ++bi)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) *o++ = widen(t[bi * sb + i * sr + j * sc]);
+  return out;
+}
+
+template <class S>
+void gemm16(void** buffers, const int64_t* scalars, int64_t threads) {
+  const Gemm g = read(scalars);
+  const bool with_x = g.beta != 0.0;
+  std::vector<float> a = widened(static_cast<const S*>(buffers[0]), g.batch, g.m, g.k, g.a_b, g.a_m, g.a_k);
+  std::vector<float> b = widened(static_cast<const S*>(buffers[1]), g.batch, g.k, g.n, g.b_b, g.b_k, g.b_n);
+  std::vector<float> x = with_x ? widened(static_cast<const S*>(buffers[3]), g.batch, g.m, g.n, g.x_b, g.x_m, g.x_n)
+                                : std::vector<float>();
+  std::vector<float> c(static_cast<size_t>(g.batch * g.m * g.n));
+  Gemm f = g;
+  f.a_b = g.m * g.k, f.a_m = g.k, f.a_k = 1;
+  f.b_b = g.k * g.n, f.b_k = g.n, f.b_n = 1;
+  f.c_b = f.x_b = g.m * g.n, f.c_m = f.x_m = g.n, f.c_n = f.x_n = 1;
+  void* float_buffers[4] = {a.data(), b.data(), c.data(), with_x ? x.data() : c.data()};
+  gemm_with<float>(f, float_buffers, threads);
+  S* out = static_cast<S*>(buffers[2]);
+  const float* r = c.data();
+  for (int64_t bi = 0; bi < g.batch; ++bi)
+    for (int64_t i = 0; i < g.m; ++i)
+      for (int64_t j = 0; j < g.n; ++j) narrow(*r++, out + bi * g.c_b + i * g.c_m + j * g.c_n);
+}
+
 }  // namespace
 
 extern "C" void gemm_f32(void** b, const int64_t* s, int64_t t) { gemm<float>(b, s, t); }
@@ -342,6 +397,10 @@ extern "C" void gemm_f64(void** b, const int64_t* s, int64_t t) { gemm<double>(b
 // bindings, scalars, workgroup size (x, y, z)
 extern "C" const int64_t gemm_f32_info[5] = {4, 18, 1, 1, 1};
 extern "C" const int64_t gemm_f64_info[5] = {4, 18, 1, 1, 1};
+extern "C" void gemm_f16(void** b, const int64_t* s, int64_t t) { gemm16<_Float16>(b, s, t); }
+extern "C" void gemm_bf16(void** b, const int64_t* s, int64_t t) { gemm16<uint16_t>(b, s, t); }
+extern "C" const int64_t gemm_f16_info[5] = {4, 18, 1, 1, 1};
+extern "C" const int64_t gemm_bf16_info[5] = {4, 18, 1, 1, 1};
 )CPP";
 
 }  // namespace openneuron::compiler
