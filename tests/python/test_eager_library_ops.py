@@ -7,6 +7,14 @@ message. Each test runs in a fresh interpreter."""
 from conftest import run_python
 
 NATIVE = {"OPENNEURON_DRIVER": "protected", "OPENNEURON_CPU_FALLBACK": "error"}
+VULKAN_NATIVE = {"OPENNEURON_DRIVER": "vulkan", "OPENNEURON_CPU_FALLBACK": "error",
+                 "OPENNEURON_VULKAN_VALIDATION": "1"}
+
+
+def run_on_every_driver(code):
+    """`code` on host, then on protected and vulkan with no CPU fallback allowed."""
+    for env in ({}, NATIVE, VULKAN_NATIVE):
+        run_python(code, env=env)
 
 
 def test_indexing_losses_scans_match_cpu(tmp_path):
@@ -148,10 +156,7 @@ def test_grouped_mm_runs_per_group_on_the_device():
         raise AssertionError("decreasing offs accepted")
     assert not torch.neuron.fallback_report(), torch.neuron.fallback_report()
     """
-    run_python(code)  # host
-    run_python(code, env=NATIVE)
-    run_python(code, env={"OPENNEURON_DRIVER": "vulkan", "OPENNEURON_CPU_FALLBACK": "error",
-                          "OPENNEURON_VULKAN_VALIDATION": "1"})
+    run_on_every_driver(code)
 
 
 def test_tensor_constants_of_compiled_code_are_lifted_on_the_device():
@@ -201,10 +206,7 @@ def test_grad_scaler_steps_on_the_device():
             torch.testing.assert_close(b, a, equal_nan=True)
     assert not torch.neuron.fallback_report(), torch.neuron.fallback_report()
     """
-    run_python(code)  # host
-    run_python(code, env=NATIVE)
-    run_python(code, env={"OPENNEURON_DRIVER": "vulkan", "OPENNEURON_CPU_FALLBACK": "error",
-                          "OPENNEURON_VULKAN_VALIDATION": "1"})
+    run_on_every_driver(code)
 
 
 def test_transposed_convolutions_and_shape_errors_on_the_device():
@@ -252,9 +254,8 @@ def test_transposed_convolutions_and_shape_errors_on_the_device():
                 messages.append(str(e))
         assert len(messages) == 2 and messages[0] == messages[1], messages
     """
-    run_python(code, env=NATIVE)
-    run_python(code, env={"OPENNEURON_DRIVER": "vulkan", "OPENNEURON_CPU_FALLBACK": "error",
-                          "OPENNEURON_VULKAN_VALIDATION": "1"})
+    for env in (NATIVE, VULKAN_NATIVE):
+        run_python(code, env=env)
 
 
 def test_sixteen_bit_products_and_autocast_training_on_the_device():
