@@ -58,6 +58,7 @@ assert any(c["args"].get("bytes") == 512 * 512 * 4 for c in copies), copies
 assert all(isinstance(k["args"]["device"], int) for k in device)
 starts = {{e["id"]: e for e in events if e.get("ph") == "s"}}
 ends = [e for e in events if e.get("ph") == "f"]
-assert ends and all(e["id"] in starts and starts[e["id"]]["ts"] <= e["ts"] + 1 for e in ends)
+late = [(starts.get(e["id"]), e) for e in ends if e["id"] not in starts or starts[e["id"]]["ts"] > e["ts"] + 1]
+assert ends and not late, late
 assert trace["deviceProperties"] and trace["deviceProperties"][0]["name"].startswith("OpenNeuron")
 """, env=DRIVERS[driver], timeout=300)

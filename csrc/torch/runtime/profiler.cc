@@ -131,7 +131,9 @@ class NeuronSession : public libkineto::IActivityProfilerSession {
         const auto at = [&](const hal::Event& e) {
           return anchor.host_ns + static_cast<int64_t>(anchor.event->elapsed_ms(e) * 1e6);
         };
-        begin = at(*rec->start);
+        // Work never starts before its launch: should the wall clock step
+        // while profiling, the one anchor would map it there.
+        begin = std::max(rec->launch_begin_ns, at(*rec->start));
         finish = std::max(begin, at(*rec->end));
       }
       const libkineto::ITraceActivity* op =
