@@ -5,6 +5,7 @@ Two matmul routes of its own match the CPU within float32 rounding instead:
 float32 mm/addmm with few rows (test_small_row_matmuls_*) and large float32
 products through oneDNN (test_large_matmuls_*)."""
 import copy
+import platform
 
 import pytest
 import torch
@@ -722,6 +723,35 @@ def test_large_matmuls_run_onednn_and_match_cpu(a_major, b_major, own_routes):
         torch.testing.assert_close(got.cpu(), a @ b, rtol=1e-5, atol=1e-5 * k ** 0.5)
 
 
+def _cpu_flags():
+    info = open("/proc/cpuinfo").read()
+    vendor = next((l.split(":")[1].strip() for l in info.splitlines() if l.startswith("vendor_id")), "")
+    flags = next((l.split(":")[1].split() for l in info.splitlines() if l.startswith("flags")), [])
+    return vendor, flags
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the automatic choice is made for x86 CPUs")
+@pytest.mark.parametrize("a_major", ["row", "column"])
+@pytest.mark.parametrize("b_major", ["row", "column"])
+def test_automatic_route_takes_onednn_where_it_beats_mkl(a_major, b_major, monkeypatch):
+    """By default oneDNN runs a product only where it was measured faster
+    than MKL: never on Intel CPUs; on others in a linear layer's layout (a
+    row-major, b a transposed row-major weight), and in the other layouts
+    only with AVX-512 (on AVX2 MKL reads them in place and wins)."""
+    import openneuron
+    monkeypatch.delenv("OPENNEURON_HOST_MATMUL", raising=False)
+    openneuron._C._reload_settings()
+    vendor, flags = _cpu_flags()
+    linear_layout = a_major == "row" and b_major == "column"
+    expected = vendor != "GenuineIntel" and (linear_layout or "avx512f" in flags)
+    g = torch.Generator().manual_seed(2)
+    a = _major(torch.randn(512, 256, generator=g), a_major)
+    b = _major(torch.randn(256, 1024, generator=g), b_major)
+    got, calls = _onednn_calls(lambda: torch.mm(a.to(DEV), b.to(DEV)))
+    assert calls == int(expected), (vendor, a_major, b_major)
+    torch.testing.assert_close(got.cpu(), a @ b, rtol=1e-5, atol=1e-5 * 16)
+
+
 @pytest.mark.filterwarnings("ignore:TF32 acceleration")
 def test_large_matmuls_route_by_bias_scaling_layout_and_mkldnn_switch(own_routes):
     """oneDNN takes mm and addmm with a [n] bias at beta = alpha = 1 (a
@@ -773,11 +803,11 @@ def test_linear_layers_forward_and_backward_match_cpu(tokens, onednn, atol, own_
 @pytest.mark.parametrize("route", ["aten", "auto"])
 def test_large_matmuls_route_by_cpu_vendor(route, monkeypatch):
     """OPENNEURON_HOST_MATMUL=aten: ATen's kernel, the CPU's exact values;
-    auto: oneDNN unless the CPU is an Intel one (where MKL is as fast and
-    reads a transposed left operand in place); a bad value is refused."""
+    auto: oneDNN for a linear layer's product unless the CPU is an Intel one
+    (where MKL is as fast); a bad value is refused."""
     import openneuron
     g = torch.Generator().manual_seed(2)
-    a, b = torch.randn(512, 256, generator=g).t(), torch.randn(512, 384, generator=g)
+    a, b = torch.randn(256, 512, generator=g), torch.randn(384, 512, generator=g).t()
     intel = "GenuineIntel" in open("/proc/cpuinfo").read()
     monkeypatch.setenv("OPENNEURON_HOST_MATMUL", route)
     openneuron._C._reload_settings()

@@ -36,6 +36,22 @@ bool row_or_column_major(const at::Tensor& t) {
   return t.is_contiguous() || t.t().is_contiguous();
 }
 
+// Whether oneDNN beats MKL at a @ b laid out so. In a linear layer's layout
+// (a row-major, b a row-major weight transposed) it does on any non-Intel
+// x86 CPU (a Zen 3, AVX2: 1.0-1.3x, the LM head most). Otherwise it pays a
+// reorder or our transpose first, which only pays off where its AVX-512
+// kernels face MKL's AVX2 code path (a Zen 4: 1.3-2.5x); on a Zen 3 MKL,
+// reading such operands in place, was 1.2-2x faster (weight gradients,
+// input gradients). OPENNEURON_HOST_MATMUL=own takes every layout.
+bool onednn_layout_wins(const at::Tensor& a, const at::Tensor& b) {
+  if (a.is_contiguous() && b.t().is_contiguous()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (!avx512 && settings().host_matmul != Settings::HostMatmul::Own) return false;
+#endif
+  return row_or_column_major(a) && row_or_column_major(b);
+}
+
 // `a` row-major: itself, or a transposed copy of a column-major `a` (oneDNN
 // would copy it with ATen's one-thread copy_, several times slower).
 at::Tensor row_major(const at::Tensor& a) {
@@ -86,7 +102,7 @@ std::optional<at::Tensor> onednn_matmul(const at::Tensor& a, const at::Tensor& b
     return std::nullopt;
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
   if (b.size(0) != k || m * n * k < kMinMultiplyAdds) return std::nullopt;
-  if (!row_or_column_major(a) || !row_or_column_major(b)) return std::nullopt;
+  if (!onednn_layout_wins(a, b)) return std::nullopt;
   if (bias && !(bias->defined() && bias->device() == device && bias->scalar_type() == at::kFloat &&
                 bias->dim() == 1 && bias->size(0) == n && bias->is_contiguous()))
     return std::nullopt;
