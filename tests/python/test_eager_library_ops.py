@@ -290,3 +290,67 @@ def test_sixteen_bit_products_and_autocast_training_on_the_device():
     assert torch.isfinite(loss).item()
     assert not torch.neuron.fallback_report(), torch.neuron.fallback_report()
     """, env=NATIVE, timeout=300)  # (cold: the float16 kernels of a training step build)
+
+
+def test_unique_bincount_and_masked_scatter_on_the_device():
+    """torch.unique (flat, along a dim, inverse and counts), unique_consecutive,
+    bincount (with and without weights: the CPU's result dtypes) and
+    masked_scatter (in place and broadcast) as the CPU computes them, with
+    no CPU fallback; their wrong calls raise the CPU's errors."""
+    code = """
+    import torch
+    torch.manual_seed(0)
+    def same(a, b):
+        a, b = (a,) if torch.is_tensor(a) else a, (b,) if torch.is_tensor(b) else b
+        for x, y in zip(a, b):
+            assert y.device.type == "neuron" and x.dtype == y.dtype and x.shape == y.shape, (x, y)
+            assert x.stride() == y.stride() or x.numel() <= 1, (x.stride(), y.stride())
+            torch.testing.assert_close(y.cpu(), x, rtol=0, atol=0, equal_nan=True)
+    x = torch.randint(-3, 4, (7, 5))
+    f = torch.tensor([2.0, float("nan"), -1.0, 2.0, float("nan"), 0.5])
+    for t in (x, f, x.bool(), torch.empty(0, 3, dtype=torch.long)):
+        same(torch.unique(t, return_inverse=True, return_counts=True),
+             torch.unique(t.to("neuron"), return_inverse=True, return_counts=True))
+        same(torch.unique_consecutive(t, return_inverse=True, return_counts=True),
+             torch.unique_consecutive(t.to("neuron"), return_inverse=True, return_counts=True))
+    rows = torch.randint(0, 2, (9, 3, 2))
+    for dim in (0, 1, -1):
+        same(torch.unique(rows, dim=dim, return_inverse=True, return_counts=True),
+             torch.unique(rows.to("neuron"), dim=dim, return_inverse=True, return_counts=True))
+        same(torch.unique_consecutive(rows, dim=dim, return_counts=True),
+             torch.unique_consecutive(rows.to("neuron"), dim=dim, return_counts=True))
+    counts = torch.randint(0, 9, (50,), dtype=torch.int32)
+    for w in (None, torch.rand(50), torch.rand(50, dtype=torch.float64), torch.randint(0, 5, (50,))):
+        for minlength in (0, 20):
+            got = torch.bincount(counts.to("neuron"), None if w is None else w.to("neuron"), minlength)
+            want = torch.bincount(counts, w, minlength)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            torch.testing.assert_close(got.cpu(), want)
+    same(torch.bincount(torch.empty(0, dtype=torch.long), minlength=3),
+         torch.bincount(torch.empty(0, dtype=torch.long, device="neuron"), minlength=3))
+    base, source = torch.randn(4, 6), torch.randn(30)
+    mask = torch.rand(4, 6) > 0.5
+    same(base.masked_scatter(mask, source), base.to("neuron").masked_scatter(mask.to("neuron"), source.to("neuron")))
+    row_mask = torch.rand(6) > 0.3  # broadcast over the rows, in place
+    target = base.to("neuron")
+    target.masked_scatter_(row_mask.to("neuron"), source.to("neuron"))
+    same(base.clone().masked_scatter_(row_mask, source), target)
+    narrow = base.t()  # a strided self
+    same(narrow.masked_scatter(mask.t(), source), narrow.to("neuron").masked_scatter(mask.t().to("neuron"), source.to("neuron")))
+    for bad, message in [
+        (lambda d: torch.bincount(torch.tensor([1, -1], device=d)), "non-negative"),
+        (lambda d: torch.zeros(3, device=d).masked_scatter(torch.ones(3, dtype=torch.bool, device=d), torch.ones(2, device=d)),
+         "Number of elements of source < number of ones in mask"),
+        (lambda d: torch.zeros(3, device=d).masked_scatter(torch.ones(3, dtype=torch.bool, device=d), torch.ones(0, device=d)),
+         "Number of elements of source < number of ones in mask"),
+    ]:
+        for d in ("cpu", "neuron"):
+            try:
+                bad(d)
+            except RuntimeError as e:
+                assert message in str(e), (d, e)
+            else:
+                raise AssertionError(f"no error on {d}: {message}")
+    assert torch.ones(2, device="neuron").sum().item() == 2  # still usable
+    """
+    run_on_every_driver(code)
