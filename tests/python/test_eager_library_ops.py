@@ -313,6 +313,9 @@ def test_unique_bincount_and_masked_scatter_on_the_device():
              torch.unique(t.to("neuron"), return_inverse=True, return_counts=True))
         same(torch.unique_consecutive(t, return_inverse=True, return_counts=True),
              torch.unique_consecutive(t.to("neuron"), return_inverse=True, return_counts=True))
+    big = torch.randint(0, 1000, (40000,))  # a stable sort of a long integer line
+    same(torch.unique(big, return_inverse=True, return_counts=True),
+         torch.unique(big.to("neuron"), return_inverse=True, return_counts=True))
     rows = torch.randint(0, 2, (9, 3, 2))
     for dim in (0, 1, -1):
         same(torch.unique(rows, dim=dim, return_inverse=True, return_counts=True),

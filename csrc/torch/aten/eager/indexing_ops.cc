@@ -365,10 +365,12 @@ bool sort_op(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit:
   const char* suffix = library_type_suffix(self.scalar_type());
   if (!suffix || eager_op(op).form != EagerOp::Form::Functional) return false;
   if (form == SortForm::topk && !args[4].toBool()) return false;
-  if (form != SortForm::topk && self.dim() == 1 && self.numel() >= 32768 &&
+  const bool stable = form == SortForm::sort_stable && !args[1].isNone() && args[1].toBool();
+  // The CPU radix-sorts long 1-D integer lines, which orders ties otherwise
+  // than std::sort; a stable sort has one answer whatever the algorithm.
+  if (form != SortForm::topk && !stable && self.dim() == 1 && self.numel() >= 32768 &&
       at::isIntegralType(self.scalar_type(), /*includeBool=*/false))
     return false;
-  const bool stable = form == SortForm::sort_stable && !args[1].isNone() && args[1].toBool();
   Launch k = find(device, std::string("sort_lines_") + suffix);
   if (!k.ok()) return false;
   const int64_t dim_arg = args[form == SortForm::sort ? 1 : 2].toInt();
