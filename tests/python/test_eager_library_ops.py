@@ -357,3 +357,74 @@ def test_unique_bincount_and_masked_scatter_on_the_device():
     assert torch.ones(2, device="neuron").sum().item() == 2  # still usable
     """
     run_on_every_driver(code)
+
+
+def test_embedding_bag_trains_on_the_device():
+    """nn.EmbeddingBag's op and its backward (sum with per-sample weights,
+    mean, max; padding_idx, include_last_offset, 2-D input, empty bags,
+    16-bit weights) as the CPU computes them, with no CPU fallback. Its
+    scale_grad_by_freq gradient is the documented one (each row's gradient
+    divided by its index's count, as F.embedding and CUDA compute it); the
+    CPU's embedding_bag kernel divides by another index's count (pytorch
+    issue 190063) and is not the reference there (host runs that kernel)."""
+    code = """
+    import itertools, torch
+    import torch.nn.functional as F
+    torch.manual_seed(0)
+    idx = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 0, 4])
+    offsets = torch.tensor([0, 4, 4, 7])
+    for mode, pad, dtype, weighted, last in itertools.product(
+            ("sum", "mean", "max"), (None, 4), (torch.float32, torch.bfloat16), (False, True),
+            (False, True)):
+        if weighted and mode != "sum":
+            continue
+        w = torch.randn(10, 3, dtype=dtype, requires_grad=True)
+        psw = torch.rand(10, dtype=dtype, requires_grad=True) if weighted else None
+        o = torch.cat([offsets, torch.tensor([10])]) if last else offsets
+        w_n = w.detach().to("neuron").requires_grad_()
+        psw_n = psw.detach().to("neuron").requires_grad_() if weighted else None
+        out = F.embedding_bag(idx, w, o, mode=mode, padding_idx=pad, per_sample_weights=psw, include_last_offset=last)
+        out_n = F.embedding_bag(idx.to("neuron"), w_n, o.to("neuron"), mode=mode, padding_idx=pad,
+                                per_sample_weights=psw_n, include_last_offset=last)
+        g = torch.randn_like(out)
+        out.backward(g)
+        out_n.backward(g.to("neuron"))
+        tol = dict(atol=2e-2, rtol=2e-2) if dtype == torch.bfloat16 else {}
+        torch.testing.assert_close(out_n.cpu(), out, **tol)
+        torch.testing.assert_close(w_n.grad.cpu(), w.grad, **tol)
+        if weighted:
+            torch.testing.assert_close(psw_n.grad.cpu(), psw.grad, **tol)
+    # scale_grad_by_freq: against the definition (host runs the CPU's kernel, bug included)
+    host = torch.neuron.get_device_properties(0).driver == "host"
+    w = torch.randn(10, 3, dtype=torch.float64)
+    w_n = w.to("neuron").requires_grad_()
+    out_n = F.embedding_bag(idx.to("neuron"), w_n, offsets.to("neuron"), mode="mean", scale_grad_by_freq=True)
+    g = torch.randn(4, 3, dtype=torch.float64)
+    out_n.backward(g.to("neuron"))
+    bag = torch.tensor([0, 0, 0, 0, 2, 2, 2, 3, 3, 3])
+    size = torch.bincount(bag, minlength=4).clamp_min(1).double()
+    count = torch.bincount(idx, minlength=10).double()
+    expected = torch.zeros(10, 3, dtype=torch.float64).index_add_(0, idx, (g / size[:, None])[bag] / count[idx, None])
+    if not host:
+        torch.testing.assert_close(w_n.grad.cpu(), expected)
+    # 2-D input, eval (the forward-only op), max
+    w, x = torch.randn(20, 4), torch.randint(0, 20, (5, 3))
+    with torch.no_grad():
+        torch.testing.assert_close(F.embedding_bag(x.to("neuron"), w.to("neuron"), mode="max").cpu(),
+                                   F.embedding_bag(x, w, mode="max"))
+    for bad, message in [
+        (lambda d: F.embedding_bag(torch.tensor([1, 12], device=d), torch.randn(10, 3, device=d), torch.tensor([0], device=d)),
+         "Index 1 of input takes value 12 which is not in the valid range [0, 10)"),
+        (lambda d: F.embedding_bag(torch.tensor([1, 2], device=d), torch.randn(10, 3, device=d), torch.tensor([1], device=d)),
+         "offsets[0] has to be 0"),
+    ]:
+        for d in ("cpu", "neuron"):
+            try:
+                bad(d)
+            except (RuntimeError, IndexError) as e:
+                assert message in str(e), (d, e)
+            else:
+                raise AssertionError(f"no error on {d}: {message}")
+    assert torch.ones(2, device="neuron").sum().item() == 2
+    """
+    run_on_every_driver(code)
