@@ -428,3 +428,39 @@ def test_embedding_bag_trains_on_the_device():
     assert torch.ones(2, device="neuron").sum().item() == 2
     """
     run_on_every_driver(code)
+
+
+def test_ranges_and_resampling_match_cpu():
+    """arange of floats runs on the device (start + i * step rounded once,
+    within an ulp of the CPU's lanes), integer arange truncates fractional
+    bounds and steps as the CPU does; interpolate in 16-bit and uint8
+    matches the CPU's kernels (their decompositions computed in the input's
+    dtype and were off by several ulps)."""
+    ranges = """
+    import torch
+    for args in [(20.0,), (0.0, 1.0, 0.1), (-3.5, 7.25, 0.75), (1e6, 1e6 + 50, 0.5)]:
+        got = torch.arange(*args, device="neuron")
+        torch.testing.assert_close(got.cpu(), torch.arange(*args), rtol=2e-7, atol=0)
+    for dtype in (torch.int64, torch.int32, torch.uint8):
+        for args in [(-0.9, 2.1, 2.0), (2.1, -2.9, -1.0), (0.5, 9.7, 1.5)]:
+            assert torch.equal(torch.arange(*args, dtype=dtype, device="neuron").cpu(), torch.arange(*args, dtype=dtype))
+    """
+    run_on_every_driver(ranges)
+    resampling = """
+    import torch
+    import torch.nn.functional as F
+    x = torch.randn(2, 3, 4, 5)
+    for dtype in (torch.bfloat16, torch.float16):
+        for mode in ("bilinear", "bicubic"):
+            y = x.to(dtype)
+            want = F.interpolate(y, size=(5, 6), mode=mode, align_corners=True)
+            got = F.interpolate(y.to("neuron"), size=(5, 6), mode=mode, align_corners=True)
+            assert torch.equal(got.cpu(), want), (dtype, mode)
+    img = torch.randint(0, 256, (1, 3, 20, 20), dtype=torch.uint8)
+    assert torch.equal(F.interpolate(img.to("neuron"), size=(13, 13), mode="bilinear").cpu(),
+                       F.interpolate(img, size=(13, 13), mode="bilinear"))
+    assert torch.equal(F.interpolate(x.to("neuron"), scale_factor=2, mode="nearest").cpu(),
+                       F.interpolate(x, scale_factor=2, mode="nearest"))
+    """
+    for env in (NATIVE, VULKAN_NATIVE):  # 16-bit and uint8 resampling take the CPU fallback
+        run_python(resampling, env={**env, "OPENNEURON_CPU_FALLBACK": "silent"})

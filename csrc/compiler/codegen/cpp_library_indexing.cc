@@ -340,6 +340,11 @@ void ramp(void** b, const int64_t* s, int64_t) {
   std::memcpy(&start, s + 1, 8);
   std::memcpy(&step, s + 2, 8);
   std::memcpy(&end, s + 4, 8);
+  if (mode == 0 && std::is_integral_v<T>) {  // as the CPU: truncated start and step, int64 arithmetic
+    const auto first = static_cast<int64_t>(start), by = static_cast<int64_t>(step);
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(first + i * by);
+    return;
+  }
   if (mode == 0) {
     for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(start + static_cast<double>(i) * step);
     return;

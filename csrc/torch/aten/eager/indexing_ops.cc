@@ -413,10 +413,11 @@ bool ramp(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::St
   Args args = op_args(op, stack);
   const at::Tensor& out_arg = args[3].toTensor();
   const char* suffix = library_type_suffix(out_arg.scalar_type());
-  // A floating arange is ATen's per-lane computation (a float step added
-  // within each vector), which a plain start + i * step does not reproduce
-  // bitwise: it stays on the CPU.
-  if (!suffix || float_type(out_arg.scalar_type()) != linspace) return false;
+  // A floating arange is start + i * step rounded once (the C++ target
+  // computes it in double; GLSL in the output's type, as CUDA does): within
+  // an ulp of the CPU's, whose vector lanes add the step to a rounded base,
+  // not bitwise. Integer linspace rounds as the CPU's does elsewhere.
+  if (!suffix || (linspace && !float_type(out_arg.scalar_type()))) return false;
   for (int i = 0; i < 2; ++i)
     if (!args[i].isScalar() || args[i].toScalar().isComplex()) return false;
   Launch k = find(device, std::string("ramp_") + suffix);
