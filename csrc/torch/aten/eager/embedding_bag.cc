@@ -74,11 +74,10 @@ struct BagMaxima {
   Tensor values, indices;
 };
 std::optional<BagMaxima> bag_maxima(const Tensor& rows, const Tensor& index, const Tensor& offsets,
-                                    const Tensor& bag, const Tensor& target, int64_t bags) {
-  const int64_t n = rows.size(0), dim = rows.size(1);
+                                    const Tensor& bag, const Tensor& target, const Tensor& bag_size) {
+  const int64_t n = rows.size(0), dim = rows.size(1), bags = bag_size.size(0);
   const auto longs = index.options();
   const Tensor start = offsets.narrow(0, 0, bags).to(at::kLong);
-  const Tensor counted = at::zeros({bags + 1}, longs).scatter_add_(0, target, at::ones_like(target));
   const Tensor segment = at::zeros({bags}, longs).scatter_add_(0, bag, at::ones_like(bag));  // padding included
   const int64_t longest = n == 0 ? 0 : segment.max().item<int64_t>();
   if ((bags + 1) * std::max<int64_t>(longest, 1) > 16 * n + 4096) return std::nullopt;
@@ -88,7 +87,7 @@ std::optional<BagMaxima> bag_maxima(const Tensor& rows, const Tensor& index, con
                           rows.options());
   block.index_put_({target, slot}, rows);
   block = block.narrow(0, 0, bags);
-  const Tensor empty = counted.narrow(0, 0, bags).eq(0).unsqueeze(1);
+  const Tensor empty = bag_size.eq(0).unsqueeze(1);
   const auto [values, at_slot] = block.max(1);
   const Tensor position = at_slot.add(start.unsqueeze(1)).clamp_max(std::max<int64_t>(n - 1, 0));
   const Tensor chosen = n == 0 ? at::zeros({bags, dim}, longs) : index.index_select(0, position.reshape(-1)).view({bags, dim});
@@ -132,7 +131,7 @@ bool embedding_bag(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   Tensor bag_size = at::zeros({bags + 1}, longs).scatter_add_(0, target, at::ones_like(target)).narrow(0, 0, bags);
   Tensor output, max_indices;
   if (mode == kMax) {
-    auto best = bag_maxima(rows, index, offsets, bag, target, bags);
+    auto best = bag_maxima(rows, index, offsets, bag, target, bag_size);
     if (!best) return false;
     output = best->values;
     max_indices = best->indices;
