@@ -7,7 +7,9 @@ configuration computes the same thing:
   (tokens/s); compiled configurations compile `model.forward`, the recipe
   transformers documents for compiled generation;
 - Llama-style decoder, one AdamW training step (tokens/s);
-- ResNet-style CNN, one SGD training step (images/s).
+- ResNet-style CNN, one SGD training step (images/s);
+- ViT-style encoder (patch embedding + pre-norm blocks), forward and
+  backward (images/s).
 
 transformers treats device type "neuron" as AWS Neuron: `generate` with a
 static cache would compile the forward itself with backend "neuron"
@@ -20,7 +22,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 from transformers import (  # noqa: E402
     BertConfig, BertModel, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
-    ResNetConfig, ResNetForImageClassification,
+    ResNetConfig, ResNetForImageClassification, ViTConfig, ViTModel,
 )
 from transformers.utils import logging as hf_logging  # noqa: E402
 
@@ -114,17 +116,39 @@ def _build_resnet(p, device, compile):
     return Instance(step, work=p["batch"])
 
 
+def _build_vit(p, device, compile):
+    torch.manual_seed(0)
+    cfg = ViTConfig(image_size=p["size"], patch_size=p["patch"], hidden_size=p["hidden"],
+                    num_hidden_layers=p["layers"], num_attention_heads=p["heads"],
+                    intermediate_size=4 * p["hidden"], hidden_dropout_prob=0.0,
+                    attention_probs_dropout_prob=0.0)
+    model = ViTModel(cfg, add_pooling_layer=False).to(device)
+    fwd = compile(model)
+    x = torch.randn(p["batch"], 3, p["size"], p["size"], generator=torch.Generator().manual_seed(1)).to(device)
+    probe = model.embeddings.patch_embeddings.projection.weight
+
+    def step():
+        model.zero_grad(set_to_none=True)
+        loss = fwd(pixel_values=x).last_hidden_state.square().mean()
+        loss.backward()
+        return loss.detach(), probe.grad
+
+    return Instance(step, work=p["batch"])
+
+
 def workloads(quick):
     if quick:
         bert = dict(vocab=1000, hidden=64, layers=2, heads=2, batch=2, seq=32)
         gpt2 = dict(vocab=1000, hidden=64, layers=2, heads=2, batch=1, prompt=8, new=8)
         llama = dict(vocab=1000, hidden=64, ffn=172, layers=2, heads=4, kv_heads=2, batch=2, seq=32)
         resnet = dict(widths=[8, 16, 32, 64], depths=[1, 1, 1, 1], batch=4, size=32)
+        vit = dict(size=32, patch=8, hidden=64, layers=2, heads=2, batch=2)
     else:
         bert = dict(vocab=8000, hidden=256, layers=4, heads=4, batch=8, seq=128)
         gpt2 = dict(vocab=8000, hidden=256, layers=4, heads=4, batch=2, prompt=32, new=64)
         llama = dict(vocab=8000, hidden=256, ffn=688, layers=4, heads=8, kv_heads=4, batch=4, seq=128)
         resnet = dict(widths=[32, 64, 128, 256], depths=[1, 1, 1, 1], batch=16, size=64)
+        vit = dict(size=64, patch=8, hidden=256, layers=4, heads=4, batch=16)
     train_tol = (1e-3, 1e-4)
     return [
         Workload(name="bert_fwd_bwd", group="models", min_timed_steps=MODEL_TIMED_STEPS,
@@ -144,5 +168,10 @@ def workloads(quick):
                  title=f"ResNet train step (SGD), widths {resnet['widths']}, "
                        f"batch {resnet['batch']}x3x{resnet['size']}x{resnet['size']}",
                  unit="images/s", build=functools.partial(_build_resnet, resnet), params=resnet,
+                 tol_compiled=train_tol),
+        Workload(name="vit_fwd_bwd", group="models", min_timed_steps=MODEL_TIMED_STEPS,
+                 title=f"ViT encoder fwd+bwd, {vit['layers']}x{vit['hidden']}, "
+                       f"batch {vit['batch']}x3x{vit['size']}x{vit['size']}, patch {vit['patch']}",
+                 unit="images/s", build=functools.partial(_build_vit, vit), params=vit,
                  tol_compiled=train_tol),
     ]

@@ -464,3 +464,67 @@ def test_ranges_and_resampling_match_cpu():
     """
     for env in (NATIVE, VULKAN_NATIVE):  # 16-bit and uint8 resampling take the CPU fallback
         run_python(resampling, env={**env, "OPENNEURON_CPU_FALLBACK": "silent"})
+
+
+def test_scatter_reductions_and_index_add_on_the_device():
+    """scatter_reduce (sum, prod, mean, amax, amin; with and without self),
+    index_add (with alpha; MoE token combining), index_reduce, functional,
+    in place and out=, as the CPU computes them (bitwise: each line reduced
+    in index order), NaN winning amax/amin, with no CPU fallback; an index
+    out of range raises the CPU's error and the process goes on."""
+    code = """
+    import itertools, torch
+    torch.manual_seed(0)
+    def same(want, got):
+        assert got.device.type == "neuron" and got.dtype == want.dtype and got.shape == want.shape, (want, got)
+        torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0, equal_nan=True)
+    n = lambda t: t.to("neuron")
+    for dtype in (torch.float32, torch.float64, torch.int64, torch.int32, torch.uint8):
+        make = (lambda *s: torch.randn(*s, dtype=dtype)) if dtype.is_floating_point else \\
+               (lambda *s: torch.randint(1, 5, s, dtype=dtype))
+        self, src = make(5, 4), make(7, 4)
+        if dtype.is_floating_point:
+            src[2, 1] = float("nan")
+        # index smaller than src (and than self outside dim), as scatter allows
+        cases = {0: (torch.randint(0, 5, (6, 3)), src), 1: (torch.randint(0, 4, (5, 3)), make(5, 6))}
+        for reduce, include_self, dim in itertools.product(("sum", "prod", "mean", "amax", "amin"), (True, False), (0, 1)):
+            idx, s = cases[dim]
+            want = self.scatter_reduce(dim, idx, s, reduce, include_self=include_self)
+            same(want, n(self).scatter_reduce(dim, n(idx), n(s), reduce, include_self=include_self))
+            inplace = n(self)
+            inplace.scatter_reduce_(dim, n(idx), n(s), reduce, include_self=include_self)
+            same(want, inplace)
+        ix = torch.tensor([3, 0, 3, 1, 4, 3, 0])
+        for dim, alpha in ((0, 1), (0, 2), (1, 1)):
+            source = make(7, 4) if dim == 0 else make(5, 7)
+            same(self.index_add(dim, ix if dim == 0 else ix.clamp(max=3), source, alpha=alpha),
+                 n(self).index_add(dim, n(ix if dim == 0 else ix.clamp(max=3)), n(source), alpha=alpha))
+        out = torch.empty(0, dtype=dtype, device="neuron")
+        torch.index_add(n(self), 0, n(ix.int()), n(make(7, 4)), out=out)  # int32 index, out=
+        assert out.shape == (5, 4)
+        for reduce, include_self in itertools.product(("prod", "mean", "amax", "amin"), (True, False)):
+            source = make(7, 4)
+            same(self.index_reduce(0, ix, source, reduce, include_self=include_self),
+                 n(self).index_reduce(0, n(ix), n(source), reduce, include_self=include_self))
+    # MoE-style combine: expert outputs added back at their tokens' rows
+    hidden, routed = torch.randn(16, 8), torch.randint(0, 16, (24,))
+    expert_out = torch.randn(24, 8)
+    same(torch.zeros(16, 8).index_add_(0, routed, expert_out), torch.zeros(16, 8, device="neuron").index_add_(0, n(routed), n(expert_out)))
+    # scalars and an empty index
+    same(torch.tensor(2.0).index_add(0, torch.tensor([0]), torch.tensor(3.0)),
+         n(torch.tensor(2.0)).index_add(0, n(torch.tensor([0])), n(torch.tensor(3.0))))
+    same(torch.ones(3).scatter_reduce(0, torch.empty(0, dtype=torch.long), torch.ones(0), "amax"),
+         n(torch.ones(3)).scatter_reduce(0, n(torch.empty(0, dtype=torch.long)), n(torch.ones(0)), "amax"))
+    for bad in (lambda d: torch.zeros(3, device=d).index_add_(0, torch.tensor([0, 3], device=d), torch.ones(2, device=d)),
+                lambda d: torch.zeros(3, device=d).index_reduce_(0, torch.tensor([5], device=d), torch.ones(1, device=d), "amax")):
+        for d in ("cpu", "neuron"):
+            try:
+                bad(d)
+            except IndexError as e:
+                assert "index out of range in self" in str(e) or "out of bounds" in str(e), (d, e)
+            else:
+                raise AssertionError(f"no error on {d}")
+    assert torch.ones(2, device="neuron").sum().item() == 2  # still usable
+    assert torch.neuron.fallback_report() == [], torch.neuron.fallback_report()
+    """
+    run_on_every_driver(code)

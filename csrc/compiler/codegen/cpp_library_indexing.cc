@@ -35,6 +35,12 @@ struct Bad {
 };
 
 template <class T>
+bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
+  else return false;
+}
+
+template <class T>
 T bits_as(int64_t v) {
   double d;
   std::memcpy(&d, &v, sizeof d);
@@ -119,7 +125,8 @@ void gather(void** b, const int64_t* s, int64_t) {
 // scatter into out (in place): out[p with dim replaced by idx[p]] =
 // (or +=) src[p], or a value. buffers: out, idx, src, err; scalars: coords
 // (tensors out, idx, src), out's dim size, mode (0 assign, 1 add, 2 assign
-// the value, 3 multiply), the value's bits. In index order, as the CPU.
+// the value, 3 multiply, 4 max, 5 min: a NaN on either side wins, as the
+// CPU's scatter_reduce), the value's bits. In index order, as the CPU.
 template <class T>
 void scatter(void** b, const int64_t* s, int64_t) {
   const Coords c = coords(s);
@@ -139,7 +146,12 @@ void scatter(void** b, const int64_t* s, int64_t) {
     if (mode == 0) dst = src[off[2]];
     else if (mode == 1) dst = static_cast<T>(dst + src[off[2]]);
     else if (mode == 2) dst = value;
-    else dst = static_cast<T>(dst * src[off[2]]);
+    else if (mode == 3) dst = static_cast<T>(dst * src[off[2]]);
+    else {
+      const T v = src[off[2]];
+      if (is_nan(dst)) continue;
+      if (is_nan(v) || (mode == 4 ? v > dst : v < dst)) dst = v;
+    }
   }
 }
 

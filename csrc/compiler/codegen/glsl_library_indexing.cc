@@ -157,11 +157,13 @@ void main() {
 // scatter into out (in place): out[p with dim replaced by idx[p]] = (or
 // +=, *=) src[p], or a value. buffers out, idx, src, err; scalars Coords
 // (out, idx, src), out's dim size, mode (0 assign, 1 add, 2 the value,
-// 3 multiply), the value's bits. One invocation per line along dim: only
+// 3 multiply, 4 max, 5 min: a NaN on either side wins), the value's bits. One invocation per line along dim: only
 // elements of one line can meet in one output, so lines run in parallel
 // and each in index order, as the CPU.
 std::string scatter(const Type& t) {
+  const std::string nan = t.floating ? "isnan" : "on_never_nan";
   return entry("scatter_" + t.suffix, 4, 37, {t.glsl}, fill(std::string(kGrid) + kCoords + R"GLSL(
+bool on_never_nan(int64_t v) { return false; }
 void main() {
   const uint64_t res = on_args.b[0], idx = on_args.b[1], src = on_args.b[2], err = on_args.b[3];
   const int rank = int(on_args.s[0]), dim = int(on_args.s[1]);
@@ -188,6 +190,10 @@ void main() {
       const uint64_t dst = res + uint64_t(o_out + k * out_along) * $Sul;
       const $C v = mode == 2L ? $C(value) : $C($R(src + uint64_t(o_src + j * src_along) * $Sul).v);
       const $C old = $C($R(dst).v);
+      if (mode >= 4L) {
+        if (!)GLSL" + nan + "(old) && (" + nan + R"GLSL((v) || (mode == 4L ? v > old : v < old))) $R(dst).v = $T(v);
+        continue;
+      }
       $R(dst).v = $T(mode == 1L ? old + v : mode == 3L ? old * v : v);
     }
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "torch/aten/eager/eager_kernel.h"
+#include "torch/aten/eager/library_kernels.h"
 #include "torch/aten/eager/eager_op.h"
 #include "torch/aten/eager/tensor_alias.h"
 #include "torch/runtime/compiled_kernels.h"
@@ -126,8 +127,7 @@ bool run_copy_op(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::
   c10::ArrayRef<c10::IValue> args(stack->data() + stack->size() - n, n);
   const at::Tensor& self = args[0].toTensor();
   if (!plain(self)) return false;
-  c10::impl::ExcludeDispatchKeyGuard no_python(
-      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+  const ComposedOpScope composed;
   std::vector<at::Tensor> outs = eager_outputs(op, eager_op(op), device, args);  // shapes and errors
   at::Tensor out = outs[0];
   if (out.is_alias_of(self)) return false;

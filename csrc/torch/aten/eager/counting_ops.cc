@@ -236,14 +236,10 @@ const std::unordered_map<std::string, Handler>& handlers() {
 }  // namespace
 
 bool run_counting_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const auto& schema = op.schema();
-  const std::string name = schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+  const std::string name = op_full_name(op);
   const auto it = handlers().find(name);
   if (it == handlers().end()) return false;
-  // The ops composing these are the op's own work: a Python dispatch mode
-  // sees the op, not them.
-  c10::impl::ExcludeDispatchKeyGuard no_python(
-      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+  const ComposedOpScope composed;
   return it->second(op, stack);
 }
 

@@ -110,10 +110,10 @@ bool embedding_bag(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // the user's negative one before).
   const int64_t padding = args[8].toInt();
   const bool has_padding = padding >= 0;
-  // Anything unusual (wrong shapes or dtypes) is the CPU's to raise.
+  // Anything unusual (wrong shapes or dtypes, no bags at all) is the CPU's.
   if (!on_neuron(weight) || weight.dim() != 2 || !at::isFloatingType(weight.scalar_type()) || !on_neuron(indices) ||
       !on_neuron(offsets) || indices.dim() != 1 || offsets.dim() != 1 || !index_type(indices) ||
-      !index_type(offsets) || offsets.size(0) < 1 || mode < kSum || mode > kMax ||
+      !index_type(offsets) || offsets.size(0) < (include_last ? 2 : 1) || mode < kSum || mode > kMax ||
       (psw.defined() && (mode != kSum || !on_neuron(psw) || psw.sizes() != indices.sizes() ||
                          psw.scalar_type() != weight.scalar_type())))
     return false;
@@ -239,8 +239,7 @@ bool run_embedding_bag_op(const c10::OperatorHandle& op, torch::jit::Stack* stac
   };
   const auto it = table->find(op.schema().name());
   if (it == table->end() || !op.schema().overload_name().empty()) return false;
-  c10::impl::ExcludeDispatchKeyGuard no_python(
-      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+  const ComposedOpScope composed;
   return it->second(op, stack);
 }
 

@@ -196,35 +196,47 @@ bool gather(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::
   return true;
 }
 
+// The library's scatter kernel for `out`'s dtype, when the device has one
+// and its loops fit (bool assigns as bytes).
+Launch scatter_kernel(const at::Tensor& out, const at::Tensor& index, int64_t dim, int mode) {
+  const at::ScalarType type = out.scalar_type() == at::kBool && mode != 1 ? at::kByte : out.scalar_type();
+  const char* suffix = library_type_suffix(type);
+  if (!suffix || index.scalar_type() != at::kLong || index.dim() > 8) return {};
+  const c10::DeviceIndex device = out.device().index();
+  if (!loops_fit(device, index.dim() ? index.size(dim) : 1)) return {};
+  return find(device, std::string("scatter_") + suffix);
+}
+
+void launch_scatter(Launch k, const at::Tensor& out, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                    int mode, double value) {
+  if (index.numel() == 0) return;
+  auto s = coords(dim, index.sizes(), {&out, &index, &src});
+  s->push_back(out.dim() ? out.size(dim) : 1);
+  s->push_back(mode);
+  s->push_back(double_bits(value));
+  at::Tensor err = error_word(out);
+  launch_compiled_kernel(k.kernel, {out, index, src, err}, *s);
+  if (auto bad = bad_index(err))
+    TORCH_CHECK_INDEX(false, "index ", *bad, " is out of bounds for dimension ", dim, " with size ",
+                      out.dim() ? out.size(dim) : 1);
+}
+
 // scatter.src / scatter.value / scatter_add, functional and in place.
 bool scatter(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack, int mode) {
   Args args = op_args(op, stack);
   const EagerOp& e = eager_op(op);
   const at::Tensor& self = args[0].toTensor();
   const at::Tensor& index = args[2].toTensor();
-  const char* suffix = library_type_suffix(self.scalar_type() == at::kBool && mode != 1 ? at::kByte : self.scalar_type());
-  if (!suffix || index.scalar_type() != at::kLong) return false;
-  Launch k = find(device, std::string("scatter_") + suffix);
   const int64_t dim = c10::maybe_wrap_dim(args[1].toInt(), std::max<int64_t>(self.dim(), 1));
-  if (!k.ok() || !loops_fit(device, index.dim() ? index.size(dim) : 1)) return false;
+  Launch k = scatter_kernel(self, index, dim, mode);
+  if (!k.ok()) return false;
   const bool value = mode == 2;
   if (!value && (args[3].toTensor().scalar_type() != self.scalar_type() || args[3].toTensor().is_conj())) return false;
   std::vector<at::Tensor> outs = eager_outputs(op, e, device, args);
   at::Tensor out = outs[0];
   if (e.form == EagerOp::Form::Functional && out.numel() > 0 && !copy_as_eager_kernel(out, self)) return false;
   const at::Tensor src = value ? out : args[3].toTensor();
-  auto s = coords(dim, index.sizes(), {&out, &index, &src});
-  if (!s) return false;
-  if (index.numel() > 0) {
-    s->push_back(out.dim() ? out.size(dim) : 1);
-    s->push_back(mode);
-    s->push_back(double_bits(value ? args[3].toScalar().toDouble() : 0.0));
-    at::Tensor err = error_word(out);
-    launch_compiled_kernel(k.kernel, {out, index, src, err}, *s);
-    if (auto bad = bad_index(err))
-      TORCH_CHECK_INDEX(false, "index ", *bad, " is out of bounds for dimension ", dim, " with size ",
-                        out.dim() ? out.size(dim) : 1);
-  }
+  launch_scatter(k, out, dim, index, src, mode, value ? args[3].toScalar().toDouble() : 0.0);
   finish_op(stack, args.size(), std::move(outs));
   return true;
 }
@@ -724,16 +736,24 @@ const std::unordered_map<std::string, Handler>& handlers() {
 
 }  // namespace
 
+bool scatter_fits(const at::Tensor& out, const at::Tensor& index, int64_t dim) {
+  return scatter_kernel(out, index, dim, static_cast<int>(ScatterMode::max)).ok();
+}
+
+bool scatter_on_device(const at::Tensor& out, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                       ScatterMode mode, double value) {
+  const Launch k = scatter_kernel(out, index, dim, static_cast<int>(mode));
+  if (!k.ok() || (mode != ScatterMode::value && src.scalar_type() != out.scalar_type())) return false;
+  launch_scatter(k, out, dim, index, src, static_cast<int>(mode), value);
+  return true;
+}
+
 bool run_library_op(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack) {
-  const auto& schema = op.schema();
-  const std::string name = schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+  const std::string name = op_full_name(op);
   const auto& table = handlers();
   auto it = table.find(name);
   if (it == table.end()) return false;
-  // The ops these kernels call (copies, zeroing, reading the error word)
-  // are the op's own work: a Python dispatch mode sees the op, not them.
-  c10::impl::ExcludeDispatchKeyGuard no_python(
-      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+  const ComposedOpScope composed;
   return it->second(op, device, stack);
 }
 

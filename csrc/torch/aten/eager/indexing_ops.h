@@ -11,6 +11,17 @@
 
 namespace openneuron::integration {
 
+// The library's scatter kernel into `out` (in place) along `dim`: each
+// line along dim in index order, as the CPU. max and min let a NaN on
+// either side win (scatter_reduce's amax/amin). Returns false, having done
+// nothing, when the device has no kernel for out's dtype (scatter_fits
+// says so beforehand). An index out of
+// range raises c10::IndexError.
+enum class ScatterMode { assign = 0, add = 1, value = 2, multiply = 3, max = 4, min = 5 };
+bool scatter_fits(const at::Tensor& out, const at::Tensor& index, int64_t dim);
+bool scatter_on_device(const at::Tensor& out, int64_t dim, const at::Tensor& index, const at::Tensor& src,
+                       ScatterMode mode, double value = 0.0);
+
 // Runs the op and returns true, or returns false having changed nothing
 // (not one of these ops, or a dtype or layout the kernels lack).
 bool run_library_op(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack);

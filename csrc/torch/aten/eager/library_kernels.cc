@@ -69,6 +69,11 @@ c10::ArrayRef<c10::IValue> op_args(const c10::OperatorHandle& op, const torch::j
   return c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - n, n);
 }
 
+std::string op_full_name(const c10::OperatorHandle& op) {
+  const auto& schema = op.schema();
+  return schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+}
+
 void finish_op(torch::jit::Stack* stack, size_t num_args, std::vector<at::Tensor> results) {
   torch::jit::drop(*stack, num_args);
   for (auto& r : results) stack->emplace_back(std::move(r));

@@ -375,14 +375,10 @@ const std::unordered_map<std::string, Handler>& handlers() {
 }  // namespace
 
 bool run_random_op(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit::Stack* stack) {
-  const auto& schema = op.schema();
   const auto& table = handlers();
-  auto it = table.find(schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name()));
+  auto it = table.find(op_full_name(op));
   if (it == table.end()) return false;
-  // The ops these kernels call are the op's own work: a Python dispatch
-  // mode sees the op, not them.
-  c10::impl::ExcludeDispatchKeyGuard no_python(
-      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+  const ComposedOpScope composed;
   return it->second(op, device, stack);
 }
 
