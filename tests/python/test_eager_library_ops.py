@@ -528,3 +528,34 @@ def test_scatter_reductions_and_index_add_on_the_device():
     assert torch.neuron.fallback_report() == [], torch.neuron.fallback_report()
     """
     run_on_every_driver(code)
+
+
+def test_cpu_zero_dim_tensors_are_scalars_on_the_device():
+    """A 0-dim CPU tensor beside neuron tensors (DeBERTa's `scores /
+    torch.tensor(d).sqrt()`, `torch.where(m, x, torch.tensor(0.))`) is a
+    scalar to the op, as on CUDA: device kernels, with the dtype a 0-dim
+    tensor promotes to (not a Python number's: int32 * float64 0-dim is
+    float64), in place and out= too; no CPU fallback."""
+    code = """
+    import torch
+    x = torch.randn(3, 4)
+    i = torch.arange(12, dtype=torch.int32).view(3, 4)
+    calls = [
+        lambda x, i: x / torch.tensor(2.0),
+        lambda x, i: x + torch.tensor(2.0, dtype=torch.float64),
+        lambda x, i: i * torch.tensor(2.5, dtype=torch.float64),
+        lambda x, i: i + torch.tensor(3),
+        lambda x, i: i / torch.tensor(2),
+        lambda x, i: torch.where(x > 0, x, torch.tensor(0.0)),
+        lambda x, i: torch.maximum(x, torch.tensor(0.5)),
+        lambda x, i: x.pow(torch.tensor(2.0)),
+        lambda x, i: x.clone().add_(torch.tensor(1.0)),
+        lambda x, i: torch.mul(x, torch.tensor(3.0), out=torch.empty_like(x)),
+    ]
+    for f in calls:
+        want, got = f(x, i), f(x.to("neuron"), i.to("neuron"))
+        assert got.device.type == "neuron" and got.dtype == want.dtype, (want.dtype, got.dtype)
+        torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)
+    assert torch.neuron.fallback_report() == [], torch.neuron.fallback_report()
+    """
+    run_on_every_driver(code)

@@ -496,13 +496,39 @@ void launch_call(const CallPlan& plan, c10::ArrayRef<c10::IValue> args, const st
   }
 }
 
-bool run_eager_kernel(const c10::OperatorHandle& op, const OpInfo& info, c10::DeviceIndex device,
-                      torch::jit::Stack* stack) {
-  if (!settings().eager_kernels) return false;
-  const EagerOp& e = eager_op(op);
-  if (e.family == EagerOp::Family::None) return false;
-  const auto& schema = op.schema();
-  const size_t num_args = schema.arguments().size();
+namespace {
+
+// A 0-dim CPU tensor beside neuron tensors (x / torch.tensor(8.0)) is a
+// scalar to the op, as on CUDA: it moves to the device, where it promotes
+// as it did on the CPU (both are 0-dim tensors; a Python number, which
+// promotes otherwise, arrives as a wrapped number and stays a scalar).
+// Returns the arguments it replaced, to restore if no kernel runs.
+std::vector<std::pair<size_t, c10::IValue>> move_cpu_scalars(const EagerOp& e, c10::DeviceIndex device,
+                                                             torch::jit::Stack* stack, size_t num_args) {
+  std::vector<std::pair<size_t, c10::IValue>> moved;
+  if (e.family == EagerOp::Family::Matmul) return moved;
+  const size_t first = stack->size() - num_args;
+  const auto written = [&](size_t i) { return e.form == EagerOp::Form::Out && static_cast<int>(i) == e.out_arg; };
+  bool beside_neuron = false;
+  for (size_t i = 0; i < num_args; ++i)
+    if (!written(i) && is_neuron((*stack)[first + i])) beside_neuron = true;
+  if (!beside_neuron) return moved;
+  for (size_t i = 0; i < num_args; ++i) {
+    c10::IValue& v = (*stack)[first + i];
+    if (static_cast<int>(i) == e.out_arg || !v.isTensor()) continue;  // never a tensor the op writes
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined() || !t.device().is_cpu() || t.dim() != 0 || t.unsafeGetTensorImpl()->is_wrapped_number())
+      continue;
+    moved.emplace_back(i, v);
+    v = t.to(c10::Device(kNeuron, device));
+  }
+  return moved;
+}
+
+// The kernel for the call on the stack, run; false (nothing done) when
+// there is none.
+bool run_eager_kernel_on_stack(const c10::OperatorHandle& op, const EagerOp& e, c10::DeviceIndex device,
+                               torch::jit::Stack* stack, size_t num_args) {
   c10::ArrayRef<c10::IValue> args(stack->data() + stack->size() - num_args, num_args);
   if (e.form != EagerOp::Form::Functional && !is_neuron(args[e.out_arg])) return false;
   if (e.form != EagerOp::Form::Functional && !overlap_is_safe(e, args, args[e.out_arg].toTensor())) return false;
@@ -519,6 +545,20 @@ bool run_eager_kernel(const c10::OperatorHandle& op, const OpInfo& info, c10::De
   torch::jit::drop(*stack, num_args);
   for (auto& t : outs) stack->emplace_back(std::move(t));
   return true;
+}
+
+}  // namespace
+
+bool run_eager_kernel(const c10::OperatorHandle& op, const OpInfo& info, c10::DeviceIndex device,
+                      torch::jit::Stack* stack) {
+  if (!settings().eager_kernels) return false;
+  const EagerOp& e = eager_op(op);
+  if (e.family == EagerOp::Family::None) return false;
+  const size_t num_args = op.schema().arguments().size();
+  const auto moved = move_cpu_scalars(e, device, stack, num_args);
+  if (run_eager_kernel_on_stack(op, e, device, stack, num_args)) return true;
+  for (const auto& [i, v] : moved) (*stack)[stack->size() - num_args + i] = v;
+  return false;
 }
 
 std::vector<at::Tensor> eager_outputs(const c10::OperatorHandle& op, const EagerOp& e, c10::DeviceIndex device,
