@@ -195,6 +195,21 @@ def test_dtypes_are_kept(dtype):
         assert out.dtype == dtype
 
 
+@pytest.mark.parametrize("dtype,big", [(torch.uint8, 200), (torch.int8, 100), (torch.int16, 30000),
+                                       (torch.int32, 2**31 - 5)])
+def test_narrow_integers_wrap_inside_fused_kernels(dtype, big):
+    """A narrower integer's arithmetic wraps to its type inside a fused
+    kernel, as the CPU's does, also when the result is only cast on (held
+    as int64 in the kernel, uint8 200 + 200 came out as 400, not 144); so do
+    casts from float into it."""
+    x = torch.tensor([big, -big if dtype.is_signed else 1, 7, 3] * 64, dtype=dtype, device=DEV)
+    check(lambda x: (x + x).float() * 0.5, x, atol=0, rtol=0)
+    check(lambda x: (x * x - x).to(torch.float64).sum(), x, atol=0, rtol=0)
+    check(lambda x: (-x).to(torch.int64) + 1, x, atol=0, rtol=0)
+    f = torch.tensor([300.0, -1.0, 255.5, 3.7] * 64, device=DEV)
+    check(lambda f: (f + 1).to(dtype).to(torch.float32), f, atol=0, rtol=0)
+
+
 def test_float64_is_not_narrowed():
     x = torch.full((4,), 1.0, dtype=torch.float64, device=DEV)
     out = compiled(lambda x: x + 1e-12)(x)

@@ -56,9 +56,9 @@ def test_properties_and_generated_kernels_match_cpu():
     close(torch.pow(s.to("neuron"), 3.0).cpu(), torch.pow(s, 3.0), equal_nan=True)
     kernels = {r["op"] for r in torch.neuron.eager_kernel_report() if r["kernels"]}
     assert {"aten::sum.dim_IntList", "aten::sigmoid"} <= kernels, kernels
-    # float64 exp has no GLSL kernel: it runs on the CPU, exactly, not in float32.
+    # float64 sin has no GLSL kernel: it runs on the CPU, exactly, not in float32.
     d = torch.randn(100, dtype=torch.float64)
-    assert torch.equal(d.to("neuron").exp().cpu(), d.exp())
+    assert torch.equal(d.to("neuron").sin().cpu(), d.sin())
     torch.neuron.synchronize()
     """, env=VULKAN, timeout=300)
 
@@ -349,3 +349,40 @@ def test_device_without_float64_refuses_it_never_narrows():
     (torch.ones(3, dtype=torch.float64, device="neuron") * 2).cpu()
     """, env=VULKAN | {"OPENNEURON_VULKAN_FP64": "0", "OPENNEURON_CPU_FALLBACK": "error"}, check=False)
     assert proc.returncode != 0 and "without float64 shaders" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_float64_exp_log_pow_run_on_the_device_in_float64():
+    """exp, log, pow, tanh and their kin in float64 are device kernels (the
+    prelude's float64 versions: GLSL has them in float32 only), within a few
+    float64 ulp of the CPU over their whole range, with IEEE's special
+    values; never narrowed to float32 and no CPU fallback."""
+    run_python("""
+    import torch
+    g = torch.Generator().manual_seed(0)
+    wide = torch.cat([torch.randn(4000, generator=g, dtype=torch.float64) * 300,
+                      torch.randn(4000, generator=g, dtype=torch.float64),
+                      torch.randn(1000, generator=g, dtype=torch.float64) * 1e-9,
+                      torch.tensor([0.0, -0.0, 1.0, -1.0, 709.7, 709.8, -744.0, -746.0, 1e-310,
+                                    float("inf"), -float("inf"), float("nan")], dtype=torch.float64)])
+    positive = wide.abs()
+    ops = {
+        "exp": (torch.exp, wide), "expm1": (torch.expm1, wide), "exp2": (torch.exp2, wide),
+        "log": (torch.log, positive), "log2": (torch.log2, positive), "log10": (torch.log10, positive),
+        "log1p": (torch.log1p, wide), "tanh": (torch.tanh, wide), "sigmoid": (torch.sigmoid, wide),
+        "sinh": (torch.sinh, wide / 2), "cosh": (torch.cosh, wide / 2),
+        "pow": (lambda x: torch.pow(x.abs() % 50, x.remainder(7) - 3), wide),
+        "pow_int": (lambda x: torch.pow(x, 3.0), wide),
+        "softmax": (lambda x: torch.softmax(x.view(-1, 3), -1), wide[:9009]),
+        "log_softmax": (lambda x: torch.log_softmax(x.view(-1, 3), -1), wide[:9009]),
+    }
+    for name, (f, x) in ops.items():
+        want, got = f(x), f(x.to("neuron")).cpu()
+        assert got.dtype == torch.float64, name
+        # pow's fraction goes through exp(f * log(m)): log's last bit times
+        # a large |log m| (tiny or huge bases) costs up to ~10 ulp.
+        rtol = 1e-14 if name == "pow" else 2e-15
+        torch.testing.assert_close(got, want, rtol=rtol, atol=1e-300, equal_nan=True, msg=name)
+    f32 = torch.randn(1000, generator=g)
+    torch.testing.assert_close(torch.exp2(f32.to("neuron")).cpu(), torch.exp2(f32), rtol=1e-6, atol=0)
+    assert torch.neuron.fallback_report() == [], torch.neuron.fallback_report()
+    """, env={**VULKAN, "OPENNEURON_CPU_FALLBACK": "error"}, timeout=300)

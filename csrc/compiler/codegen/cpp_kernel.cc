@@ -318,6 +318,12 @@ class KernelWriter {
     std::string vt = value_type(n);
     if (n->op == "identity" && (n->dtype == DType::Float16 || n->dtype == DType::BFloat16))
       return "static_cast<float>(static_cast<" + std::string(storage_ctype(n->dtype)) + ">(" + r + "))";
+    // A narrower integer's value wraps to its type, as the stored value and
+    // the CPU's arithmetic in that type do (uint8 200 + 200 is 144, also
+    // when fused into a cast to float).
+    if (is_integral(n->dtype) && n->dtype != DType::Int64)
+      return "static_cast<int64_t>(static_cast<" + std::string(storage_ctype(n->dtype)) + ">(static_cast<int64_t>(" +
+             r + ")))";
     return "static_cast<" + vt + ">(" + r + ")";
   }
 

@@ -262,7 +262,21 @@ class GlslKernelWriter {
     // A cast to a 16-bit float rounds to it, as the stored value would be.
     if (n->op == "identity" && n->dtype == DType::Float16) return "float(float16_t(" + r + "))";
     if (n->op == "identity" && n->dtype == DType::BFloat16) return "on_bf16_load(on_bf16_store(" + r + "))";
-    return convert(r, rt, vt);
+    return wrap_to_dtype(convert(r, rt, vt), n->dtype);
+  }
+
+  // A narrower integer's value (held as int64) wrapped to its type, as the
+  // stored value and the CPU's arithmetic in that type are (uint8 200 + 200
+  // is 144, also when fused into a cast to float): masks and a sign flip,
+  // int64 arithmetic only (no 8/16-bit arithmetic capability needed).
+  static std::string wrap_to_dtype(const std::string& v, DType d) {
+    switch (d) {
+      case DType::UInt8: return "((" + v + ") & 0xFFL)";
+      case DType::Int8: return "((((" + v + ") & 0xFFL) ^ 0x80L) - 0x80L)";
+      case DType::Int16: return "((((" + v + ") & 0xFFFFL) ^ 0x8000L) - 0x8000L)";
+      case DType::Int32: return "((((" + v + ") & 0xFFFFFFFFL) ^ 0x80000000L) - 0x80000000L)";
+      default: return v;
+    }
   }
 
   std::string emit_view(Node* v, const std::vector<Expr>& c) {

@@ -15,7 +15,7 @@ std::string pointwise_glsl(const std::string& op, const std::string& ct, const s
       {"abs", "on_abs($a)"},
       {"neg", "(-$a)"},
       {"exp", "on_exp($a)"},
-      {"exp2", "exp2($a)"},
+      {"exp2", "on_exp2($a)"},
       {"expm1", "on_expm1($a)"},
       {"log", "on_log($a)"},
       {"log2", "on_log2($a)"},
@@ -75,11 +75,10 @@ std::string pointwise_glsl(const std::string& op, const std::string& ct, const s
       {"bitwise_xor", "on_bitwise_xor($a, $b)"},
       {"where", "($a ? $b : $c)"},
   };
-  // GLSL has these in float32 only; the prelude's versions are float32 too.
-  static const std::set<std::string> float_only = {
-      "exp",  "exp2", "expm1", "log",   "log2", "log10", "log1p", "sin",   "cos",   "tan",
-      "tanh", "sinh", "cosh",  "asin",  "acos", "atan",  "asinh", "acosh", "atanh", "erf",
-      "erfc", "sigmoid", "pow", "atan2"};
+  // GLSL has these in float32 only, and the prelude has no float64 versions
+  // of them (it has exp, log, pow, tanh and their kin: glsl_prelude_fp64.cc).
+  static const std::set<std::string> float_only = {"sin",  "cos",  "tan",   "asin",  "acos", "atan",
+                                                   "asinh", "acosh", "atanh", "erf", "erfc", "atan2"};
   // Integer operands of ops GLSL defines on floats only.
   static const std::set<std::string> no_integer = {"isnan"};
   if (op == "signbit")  // the sign bit itself: set for -0.0 and negative NaN
@@ -89,10 +88,8 @@ std::string pointwise_glsl(const std::string& op, const std::string& ct, const s
                             : fill_op_pattern("($a < $t(0))", ct, a, b, c);
   auto it = patterns.find(op);
   if (it == patterns.end()) throw UnsupportedError("no GLSL pattern for pointwise op " + op);
-  if (ct == "double" && float_only.count(op) && op != "pow")
+  if (ct == "double" && float_only.count(op))
     throw UnsupportedError("float64 " + op + " has no GLSL kernel (GLSL computes it in float32 only)");
-  if (ct == "double" && op == "pow")
-    throw UnsupportedError("float64 pow has no GLSL kernel (GLSL computes it in float32 only)");
   if ((ct == "int64_t" || ct == "bool") && no_integer.count(op)) return "false";
   if (ct == "bool" && (op == "add" || op == "mul" || op == "sub"))
     return fill_op_pattern(op == "mul" ? "($a && $b)" : op == "add" ? "($a || $b)" : "($a != $b)", ct, a, b, c);

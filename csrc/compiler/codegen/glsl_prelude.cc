@@ -153,8 +153,11 @@ float on_exp(float x) {
   if (isnan(x)) return x;
   x = clamp(x, -104.0, 89.0);
   const float n = roundEven(x * 1.44269504088896341);
-  float r = fma(n, -0.693359375, x);
-  r = fma(n, 2.12194440e-4, r);
+  // `precise` temporaries, not fma: a driver may fold the two steps into
+  // one product by ln2 rounded (lavapipe's NIR does: 68 ulp off near -72).
+  precise float n_hi = n * 0.693359375, n_lo = n * 2.12194440e-4;
+  precise float r_hi = x - n_hi;
+  precise float r = r_hi + n_lo;
   float p = 1.9875691500e-4;
   p = fma(p, r, 1.3981999507e-3);
   p = fma(p, r, 8.3334519073e-3);
@@ -190,10 +193,11 @@ float on_log(float x) {
   y = fma(y, m, -2.4999993993E-1);
   y = fma(y, m, 3.3333331174E-1);
   y = y * m * z;
-  const float fe = float(e);
-  y = fma(fe, -2.12194440e-4, y);
-  y = fma(-0.5, z, y);
-  return fma(fe, 0.693359375, m + y);
+  precise float fe = float(e);
+  precise float y_lo = y - fe * 2.12194440e-4;  // kept apart from fe * 0.693359375 (see on_exp)
+  precise float y_z = y_lo - 0.5 * z;
+  precise float lg = fe * 0.693359375 + (m + y_z);
+  return lg;
 }
 float on_expm1(float x) {
   if (abs(x) < 1e-5) return x + 0.5 * x * x;
@@ -290,12 +294,21 @@ float on_atanh(float x) {
   const float y = 0.5 * on_log1p(2.0 * a / (1.0 - a));
   return x < 0.0 ? -y : y;
 }
+// sinh and cosh from exp(|x|), or past exp's overflow (they overflow
+// later) from exp(|x| / 2) squared.
 float on_sinh(float x) {
   const float a = abs(x);
   if (a < 1.0) { const float e = on_expm1(a); return sign(x) * 0.5 * (e + e / (e + 1.0)); }
-  return sign(x) * 0.5 * (on_exp(a - 0.6931471805599453) * 2.0 - on_exp(-a));
+  if (a < 88.0) { const float e = on_exp(a); return sign(x) * (0.5 * e - 0.5 / e); }
+  const float h = on_exp(0.5 * a);
+  return sign(x) * (0.5 * h) * h;
 }
-float on_cosh(float x) { const float a = abs(x); return 0.5 * on_exp(a) + 0.5 * on_exp(-a); }
+float on_cosh(float x) {
+  const float a = abs(x);
+  if (a < 88.0) { const float e = on_exp(a); return 0.5 * e + 0.5 / e; }
+  const float h = on_exp(0.5 * a);
+  return (0.5 * h) * h;
+}
 // erfc with fractional error below 1.2e-7 everywhere (Numerical Recipes'
 // Chebyshev fit); erf from a Taylor series near 0, where erfc loses digits.
 float on_erfc(float x) {

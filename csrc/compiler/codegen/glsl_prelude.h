@@ -10,5 +10,7 @@ namespace openneuron::compiler {
 extern const char* const kGlslHeader;
 // Helper functions (after the header and the buffer types).
 extern const char* const kGlslPrelude;
+// Float64 exp, log, pow, tanh, ... (after the prelude; glsl_prelude_fp64.cc).
+extern const char* const kGlslFp64Math;
 
 }  // namespace openneuron::compiler

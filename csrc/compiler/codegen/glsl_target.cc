@@ -13,7 +13,7 @@
 
 namespace openneuron::compiler {
 
-std::string GlslTarget::prelude() const { return kGlslPrelude; }
+std::string GlslTarget::prelude() const { return std::string(kGlslPrelude) + kGlslFp64Math; }
 
 GeneratedKernel GlslTarget::kernel(const KernelGroup& group, const std::string& entry,
                                    const std::vector<std::string>& symbols) const {
@@ -67,7 +67,7 @@ void GlslTarget::build(const std::string& source, const std::string& output) con
 
 std::string GlslTarget::library_source() const {
   // The prelude first: build() shares what precedes the first kernel.
-  return std::string(kGlslPrelude) + glsl_library_source(fp64_);
+  return prelude() + glsl_library_source(fp64_);
 }
 
 std::array<int64_t, 3> GlslTarget::launch_grid(const KernelGroup&) const {
