@@ -2,7 +2,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/WrapDimUtils.h>
-#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
 
 #include <limits>
@@ -10,6 +9,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "torch/aten/eager/eager_op.h"
 #include "torch/aten/eager/indexing_ops.h"
 #include "torch/aten/eager/library_kernels.h"
 #include "torch/runtime/device.h"
@@ -20,10 +20,13 @@ namespace {
 using Args = c10::ArrayRef<c10::IValue>;
 using at::Tensor;
 
-enum class Form { functional, in_place, out };
-using Handler = bool (*)(const c10::OperatorHandle&, torch::jit::Stack*, Form);
+using Form = EagerOp::Form;
+using Handler = bool (*)(const c10::OperatorHandle&, torch::jit::Stack*);
 
 bool on_neuron(const Tensor& t) { return t.defined() && t.device().type() == kNeuron; }
+
+// A 0-dim tensor as 1-d (the kernels index along a dim).
+Tensor one_dim(const Tensor& t) { return t.dim() ? t : t.view({1}); }
 
 // Integer and floating values the library's scatter kernel takes (not
 // bool, complex or 16-bit floats: those keep the CPU fallback).
@@ -31,10 +34,11 @@ bool reducible(const Tensor& t) { return on_neuron(t) && library_type_suffix(t.s
 
 // The tensor the op writes: self (in place), a copy of it (functional) or
 // out= resized and filled with self (as the CPU's structured kernels).
-std::optional<Tensor> target_of(Form form, const Tensor& self, Args args) {
-  if (form == Form::in_place) return self;
-  if (form == Form::functional) return self.clone();
-  Tensor out = args.back().toTensor();
+std::optional<Tensor> target_of(const c10::OperatorHandle& op, const Tensor& self, Args args) {
+  const EagerOp& e = eager_op(op);
+  if (e.form == Form::InPlace) return self;
+  if (e.form == Form::Functional) return self.clone();
+  Tensor out = args[e.out_arg].toTensor();
   if (out.device() != self.device() || out.scalar_type() != self.scalar_type()) return std::nullopt;
   out.resize_(self.sizes());
   if (!out.is_same(self)) out.copy_(self);
@@ -115,7 +119,7 @@ bool scatter_shapes_fit(const Tensor& self, int64_t dim, const Tensor& index, co
 
 // scatter_reduce.two(self, dim, index, src, reduce, include_self) and its
 // in-place and out= forms.
-bool scatter_reduce(const c10::OperatorHandle& op, torch::jit::Stack* stack, Form form) {
+bool scatter_reduce(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   Args args = op_args(op, stack);
   const Tensor self = args[0].toTensor(), index = args[2].toTensor(), src = args[3].toTensor();
   if (!reducible(self) || index.device() != self.device() || src.device() != self.device() ||
@@ -123,11 +127,10 @@ bool scatter_reduce(const c10::OperatorHandle& op, torch::jit::Stack* stack, For
     return false;
   const int64_t dim = c10::maybe_wrap_dim(args[1].toInt(), std::max<int64_t>(self.dim(), 1));
   const std::string reduce(args[4].toStringRef());
-  const auto one_dim = [](const Tensor& t) { return t.dim() ? t : t.view({1}); };
   if (!scatter_shapes_fit(self, dim, index, src) ||
       !reducible_into(one_dim(self), dim, one_dim(index), reduce))
     return false;
-  std::optional<Tensor> target = target_of(form, self, args);
+  std::optional<Tensor> target = target_of(op, self, args);
   if (!target) return false;
   Tensor flat = one_dim(*target);
   reduce_into(flat, dim, one_dim(index), one_dim(src), reduce, args[5].toBool());
@@ -158,20 +161,20 @@ bool index_shapes_fit(const Tensor& self, int64_t dim, const Tensor& index, cons
 
 // index_add(self, dim, index, source, alpha) and its in-place and out=
 // forms: a scatter-add of alpha * source along the index.
-bool index_add(const c10::OperatorHandle& op, torch::jit::Stack* stack, Form form) {
+bool index_add(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   Args args = op_args(op, stack);
   const Tensor self = args[0].toTensor(), index = args[2].toTensor(), source = args[3].toTensor();
   if (!reducible(self) || index.device() != self.device() || source.device() != self.device() ||
       source.scalar_type() != self.scalar_type())
     return false;
   const int64_t dim = c10::maybe_wrap_dim(args[1].toInt(), std::max<int64_t>(self.dim(), 1));
-  const Tensor values = source.dim() ? source : source.view({1});
+  const Tensor values = one_dim(source);
   if (!index_shapes_fit(self, dim, index, source)) return false;
   const Tensor spread = spread_index(index, values, dim);
-  if (!scatter_fits(self.dim() ? self : self.view({1}), spread, dim)) return false;
-  std::optional<Tensor> target = target_of(form, self, args);
+  if (!scatter_fits(one_dim(self), spread, dim)) return false;
+  std::optional<Tensor> target = target_of(op, self, args);
   if (!target) return false;
-  Tensor flat = target->dim() ? *target : target->view({1});
+  Tensor flat = one_dim(*target);
   const c10::Scalar alpha = args[4].toScalar();
   const Tensor scaled = alpha.equal(1) ? values : values.mul(alpha);
   try {
@@ -185,7 +188,7 @@ bool index_add(const c10::OperatorHandle& op, torch::jit::Stack* stack, Form for
 
 // index_reduce(self, dim, index, source, reduce, include_self) and its
 // in-place and out= forms: scatter_reduce along the index.
-bool index_reduce(const c10::OperatorHandle& op, torch::jit::Stack* stack, Form form) {
+bool index_reduce(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   Args args = op_args(op, stack);
   const Tensor self = args[0].toTensor(), index = args[2].toTensor(), source = args[3].toTensor();
   const std::string reduce(args[4].toStringRef());
@@ -193,13 +196,13 @@ bool index_reduce(const c10::OperatorHandle& op, torch::jit::Stack* stack, Form 
       source.scalar_type() != self.scalar_type() || reduce == "sum")
     return false;
   const int64_t dim = c10::maybe_wrap_dim(args[1].toInt(), std::max<int64_t>(self.dim(), 1));
-  const Tensor values = source.dim() ? source : source.view({1});
+  const Tensor values = one_dim(source);
   if (!index_shapes_fit(self, dim, index, source)) return false;
   const Tensor spread = spread_index(index, values, dim);
-  if (!reducible_into(self.dim() ? self : self.view({1}), dim, spread, reduce)) return false;
-  std::optional<Tensor> target = target_of(form, self, args);
+  if (!reducible_into(one_dim(self), dim, spread, reduce)) return false;
+  std::optional<Tensor> target = target_of(op, self, args);
   if (!target) return false;
-  Tensor flat = target->dim() ? *target : target->view({1});
+  Tensor flat = one_dim(*target);
   try {
     reduce_into(flat, dim, spread, values, reduce, args[5].toBool());
   } catch (const c10::IndexError&) {
@@ -209,17 +212,14 @@ bool index_reduce(const c10::OperatorHandle& op, torch::jit::Stack* stack, Form 
   return true;
 }
 
-const std::unordered_map<std::string, std::pair<Handler, Form>>& handlers() {
-  static const auto* table = new std::unordered_map<std::string, std::pair<Handler, Form>>{
-      {"aten::scatter_reduce.two", {scatter_reduce, Form::functional}},
-      {"aten::scatter_reduce_.two", {scatter_reduce, Form::in_place}},
-      {"aten::scatter_reduce.two_out", {scatter_reduce, Form::out}},
-      {"aten::index_add", {index_add, Form::functional}},
-      {"aten::index_add_", {index_add, Form::in_place}},
-      {"aten::index_add.out", {index_add, Form::out}},
-      {"aten::index_reduce", {index_reduce, Form::functional}},
-      {"aten::index_reduce_", {index_reduce, Form::in_place}},
-      {"aten::index_reduce.out", {index_reduce, Form::out}},
+// Each op in its three forms (eager_op(op).form tells them apart).
+const std::unordered_map<std::string, Handler>& handlers() {
+  static const auto* table = new std::unordered_map<std::string, Handler>{
+      {"aten::scatter_reduce.two", scatter_reduce}, {"aten::scatter_reduce_.two", scatter_reduce},
+      {"aten::scatter_reduce.two_out", scatter_reduce}, {"aten::index_add", index_add},
+      {"aten::index_add_", index_add}, {"aten::index_add.out", index_add},
+      {"aten::index_reduce", index_reduce}, {"aten::index_reduce_", index_reduce},
+      {"aten::index_reduce.out", index_reduce},
   };
   return *table;
 }
@@ -231,7 +231,7 @@ bool run_scatter_reduce_op(const c10::OperatorHandle& op, torch::jit::Stack* sta
   const auto it = handlers().find(name);
   if (it == handlers().end()) return false;
   const ComposedOpScope composed;
-  return it->second.first(op, stack, it->second.second);
+  return it->second(op, stack);
 }
 
 }  // namespace openneuron::integration
