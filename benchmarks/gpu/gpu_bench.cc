@@ -83,6 +83,14 @@ int64_t double_bits(double v) {
   return out;
 }
 
+// A float16's value (normal numbers and zero: the spot checks' values).
+double half_to_double(uint16_t h) {
+  const int exponent = (h >> 10) & 0x1f;
+  if (exponent == 0) return 0.0;
+  const double value = std::ldexp(1.0 + (h & 0x3ff) / 1024.0, exponent - 15);
+  return (h & 0x8000) ? -value : value;
+}
+
 class Bench {
  public:
   Bench(const Options& o) : o_(o), driver_(on::hal::driver()) {
@@ -139,17 +147,26 @@ class Bench {
   }
 
   // C[m, n] = A[m, k] B[k, n]; `b_transposed`: B stored [n, k] (a linear
-  // layer's weight), read in place.
-  void matmul(int64_t m, int64_t n, int64_t k, bool b_transposed, const std::string& label) {
-    Buffer a(driver_, o_.device, m * k * 4), b(driver_, o_.device, k * n * 4), c(driver_, o_.device, m * n * 4);
-    queue_->fill(a.get(), m * k * 4, 0x3c23d70au, 4);  // 0.01f
-    queue_->fill(b.get(), k * n * 4, 0x3c23d70au, 4);
+  // layer's weight), read in place. `half`: float16 operands and result
+  // (float32 accumulation), on the matrix units where the device has them.
+  void matmul(int64_t m, int64_t n, int64_t k, bool b_transposed, const std::string& label, bool half = false) {
+    const int64_t size = half ? 2 : 4;
+    const uint32_t one_hundredth = half ? 0x211f211fu : 0x3c23d70au;  // 0.01 as float16 (twice) or float
+    Buffer a(driver_, o_.device, m * k * size), b(driver_, o_.device, k * n * size), c(driver_, o_.device, m * n * size);
+    queue_->fill(a.get(), m * k * size, one_hundredth, 4);
+    queue_->fill(b.get(), k * n * size, one_hundredth, 4);
     on::compiler::GemmShape shape{1, m, n, k, std::max({m * k, k * n, m * n}) - 1};
+    using MatrixUnits = on::hal::DeviceProperties::MatrixUnits;
+    const std::string matrix_entry =
+        half ? on::compiler::float16_matrix_entry(props_.matrix_units == MatrixUnits::kCooperative,
+                                                  props_.matrix_units == MatrixUnits::kEmulated)
+             : "";
     on::compiler::GemmLaunch launch = on::compiler::gemm_launch(
-        shape, true, props_.tiled_kernels, props_.compute_units, props_.max_workgroups);
+        shape, !half, props_.tiled_kernels, props_.compute_units, props_.max_workgroups, half, matrix_entry);
     // The C++ target's kernels take one workgroup per thread.
     if (props_.kernel_target == "cpp") launch.workgroups = std::max(1u, std::thread::hardware_concurrency());
-    const int entry = library_->entry(launch.entry + "_f32");
+    const std::string suffix = half ? "_f16" : "_f32";
+    const int entry = library_->entry(launch.entry + suffix);
     const int64_t b_k = b_transposed ? 1 : n, b_n = b_transposed ? k : 1;
     std::vector<int64_t> scalars = {1, m, n, k, 0, k, 1, 0, b_k, b_n, 0, n, 1, 0, n, 1, double_bits(1.0), 0};
     on::hal::DeviceAddress bindings[] = {a.get(), b.get(), c.get(), c.get()};
@@ -163,16 +180,24 @@ class Bench {
       for (int i = 0; i < reps; ++i)
         queue_->dispatch(*library_, entry, bindings, scalars, on::hal::Grid{launch.workgroups, 1, 1});
     }, *queue_, o_.repeats);
-    // Spot check: every element of C is k * 0.01 * 0.01.
-    float corner[2];
-    driver_.copy(&corner[0], c.get(), 4, on::hal::CopyKind::DeviceToHost);
-    driver_.copy(&corner[1], static_cast<char*>(c.get()) + (m * n - 1) * 4, 4, on::hal::CopyKind::DeviceToHost);
-    const double want = k * 1e-4;
-    for (float v : corner)
-      if (std::abs(v - want) > 1e-3 * want + 1e-6)
+    // Spot check: every element of C is k * 0.01 * 0.01 (0.01 as stored).
+    double corner[2];
+    for (int i = 0; i < 2; ++i) {
+      const char* at = static_cast<char*>(c.get()) + (i == 0 ? 0 : (m * n - 1) * size);
+      float v = 0;
+      uint16_t bits = 0;
+      if (half) driver_.copy(&bits, at, 2, on::hal::CopyKind::DeviceToHost);
+      else driver_.copy(&v, at, 4, on::hal::CopyKind::DeviceToHost);
+      corner[i] = half ? half_to_double(bits) : v;
+    }
+    const double element = half ? half_to_double(0x211f) : 0.01f;
+    const double want = k * element * element;
+    for (double v : corner)
+      if (std::abs(v - want) > (half ? 2e-3 : 1e-3) * want + 1e-6)
         throw on::hal::Error("matmul " + label + ": C holds " + std::to_string(v) + ", expected " +
                              std::to_string(want));
-    add({"matmul fp32 " + label, "TFLOP/s", flops * reps / s / 1e12, launch.entry + "_f32"});
+    add({std::string(half ? "matmul fp16 " : "matmul fp32 ") + label, "TFLOP/s", flops * reps / s / 1e12,
+         launch.entry + suffix});
   }
 
   // Fused attention forward, causal, q = k = v of [batch, heads, seq, dim]
@@ -220,6 +245,12 @@ class Bench {
     // The same at one token (a decode step at batch 1).
     matmul(1, 2304, 768, true, "1x768 @ W[2304,768]^T (decode qkv)");
     matmul(1, 768, 3072, true, "1x3072 @ W[768,3072]^T (decode mlp down)");
+    // float16 products: on the matrix units where the device has them.
+    if (props_.kernel_target != "cpp" && props_.native_fp16) {
+      const int64_t big = o_.quick ? 256 : 8192;
+      matmul(big, big, big, false, std::to_string(big) + "^3", true);
+      matmul(tokens, 3072, 768, true, t + "x768 @ W[3072,768]^T (mlp up)", true);
+    }
     // GPT-2 small's attention at 8 x 512 tokens (2 x 128 with --quick).
     if (props_.kernel_target != "cpp") attention(o_.quick ? 2 : 8, 12, o_.quick ? 128 : 512, 64);
   }

@@ -134,6 +134,12 @@ Config load_config() {
       throw Error("Invalid value for OPENNEURON_VULKAN_TILED_KERNELS: '" + t + "' (expected 0 or 1)");
     config.vulkan_tiled_kernels = t == "1";
   }
+  if (auto v = get_env("OPENNEURON_VULKAN_MATRIX_UNITS")) {
+    const std::string t = trim(*v);
+    if (t != "0" && t != "1" && t != "emulate")
+      throw Error("Invalid value for OPENNEURON_VULKAN_MATRIX_UNITS: '" + t + "' (expected 0, 1 or emulate)");
+    config.vulkan_matrix_units = t;
+  }
   const auto cache = get_env("OPENNEURON_COMPILE_CACHE");
   if (!cache || trim(*cache) != "0") {
     if (auto dir = get_env("OPENNEURON_COMPILE_CACHE_DIR")) {

@@ -28,6 +28,11 @@ struct Config {
   // kernels (DeviceProperties::tiled_kernels) off, on devices whose limits
   // allow them (-1 when unset: on there). To test the kernels they replace.
   int vulkan_tiled_kernels = -1;
+  // OPENNEURON_VULKAN_MATRIX_UNITS: "1" (the default) runs float16 products
+  // on matrix units where the device has them (cooperative matrices);
+  // "0" never; "emulate" runs that kernel with plain arithmetic instead on
+  // any device with the tiled kernels (lavapipe in the tests).
+  std::string vulkan_matrix_units = "1";
   // Where the Vulkan driver keeps its VkPipelineCache: beside the kernel
   // cache (OPENNEURON_COMPILE_CACHE_DIR); empty when caching is off
   // (OPENNEURON_COMPILE_CACHE=0).

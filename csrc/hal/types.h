@@ -43,9 +43,17 @@ struct DeviceProperties {
   bool native_fp16 = false;
   bool native_bf16 = false;
   bool native_int8 = false;
-  // Matrix units a kernel reaches through VK_KHR_cooperative_matrix (or the
-  // vendor's equivalent): the fast path for fp16/bf16 products.
+  // Matrix units a kernel reaches through VK_KHR_cooperative_matrix, with
+  // the shape float16 products use (16x16x16 float16 -> float32 at subgroup
+  // scope), enabled on the device.
   bool cooperative_matrix = false;
+  // Which kernel runs float16 products on matrix units: none; the
+  // cooperative-matrix one (cooperative_matrix, subgroups of 32, and
+  // OPENNEURON_VULKAN_MATRIX_UNITS not 0); or, with
+  // OPENNEURON_VULKAN_MATRIX_UNITS=emulate, the same kernel with the matrix
+  // operations in plain arithmetic, to test it on any device.
+  enum class MatrixUnits { kNone, kCooperative, kEmulated };
+  MatrixUnits matrix_units = MatrixUnits::kNone;
   // The compiler target whose executables load_executable takes ("cpp": a
   // shared object of C++ kernels, the CPU drivers).
   std::string kernel_target;

@@ -50,6 +50,25 @@ TEST(GemmLaunch, DirectKernelWithoutTilesForFloat64AndPast31Bits) {
   EXPECT_EQ(launch(5, 7, 3, kGpuUnits, false).workgroups, 1);
 }
 
+TEST(GemmLaunch, Float16ProductsTakeTheMatrixUnitsKernelWhereGiven) {
+  auto half = [](int64_t m, int64_t n, const std::string& matrix_entry, bool tiled = true) {
+    return gemm_launch(GemmShape{2, m, n, 64, m * 64 + 64 * n}, false, tiled, kGpuUnits, kMaxGroups, true,
+                       matrix_entry);
+  };
+  const GemmLaunch coop = half(300, 200, "gemm_coop");
+  EXPECT_EQ(coop.entry, "gemm_coop");
+  EXPECT_EQ(coop.workgroups, 2 * 3 * 2);  // 128x128 tiles of each matrix of the batch
+  EXPECT_EQ(half(300, 200, "gemm_coop_emulated").entry, "gemm_coop_emulated");
+  EXPECT_EQ(half(300, 200, "").entry, "gemm_t64");
+  EXPECT_EQ(half(4, 200, "gemm_coop").entry, "gemm");  // a few rows: no 128-row tile
+  EXPECT_EQ(half(300, 200, "gemm_coop", false).entry, "gemm");
+  // Never for float32 (matrix units take float16 only).
+  EXPECT_EQ(gemm_launch(GemmShape{1, 300, 200, 64, 0}, true, true, kGpuUnits, kMaxGroups, false, "gemm_coop").entry,
+            "gemm_t64");
+  EXPECT_EQ(float16_matrix_entry(false, true), "gemm_coop_emulated");
+  EXPECT_EQ(float16_matrix_entry(false, false), "");
+}
+
 TEST(GemmLaunch, SwappedScalarsDescribeTheTransposedProduct) {
   // batch, m, n, k, A (b, m, k), B (b, k, n), C (b, m, n), X (b, m, n), alpha, beta.
   const std::vector<int64_t> s = {2, 3, 5, 7, 21, 7, 1, 35, 5, 1, 15, 5, 1, 0, 0, 1, 11, 12};

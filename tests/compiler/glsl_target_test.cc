@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/codegen/glsl_gemm_coop.h"
 #include "compiler/compile.h"
 #include "compiler/ir/errors.h"
 #include "compiler/ir/json.h"
@@ -129,6 +130,34 @@ TEST(GlslTarget, IndexDivisionsAre32BitWhereTheExtentFits) {
   const std::string large = transposed_add_source("70000", "70000", "");  // 4.9e9 elements
   EXPECT_EQ(large.find("uint irest"), std::string::npos) << large;
   EXPECT_NE(large.find("int64_t irest = on_i;"), std::string::npos) << large;
+}
+
+// The library carries the emulated matrix-units gemm always, and the
+// cooperative-matrix one where the build compiled it (glslang >= 13): a
+// SPIR-V module that declares the CooperativeMatrixKHR capability.
+TEST(GlslTarget, LibraryCarriesTheCooperativeMatrixGemmWhereBuilt) {
+  const std::string dir = ::testing::TempDir() + "/on_glsl_coop_cache";
+  Json out = Json::parse(kernel_library(R"({"target": "glsl", "cache_dir": ")" + dir + R"("})"));
+  const auto entries = hal::read_spirv_executable(out.at("library").as_string());
+  const hal::SpirvEntry* emulated = nullptr;
+  const hal::SpirvEntry* coop = nullptr;
+  for (const auto& e : entries) {
+    if (e.info.name == "gemm_coop_emulated_f16") emulated = &e;
+    if (e.info.name == "gemm_coop_f16") coop = &e;
+  }
+  ASSERT_NE(emulated, nullptr);
+  const std::vector<uint32_t>& words = glsl_coop_gemm_spirv();
+  ASSERT_EQ(coop != nullptr, !words.empty());
+  if (coop == nullptr) GTEST_SKIP() << "this build has no glslang >= 13: no cooperative-matrix gemm";
+  EXPECT_EQ(coop->info.bindings, emulated->info.bindings);
+  EXPECT_EQ(coop->info.scalars, emulated->info.scalars);
+  EXPECT_EQ(coop->info.workgroup_size, emulated->info.workgroup_size);
+  ASSERT_GT(coop->spirv.size(), 5u);
+  EXPECT_EQ(coop->spirv[0], 0x07230203u);  // SPIR-V's magic number
+  bool capability = false;  // OpCapability (2 words, opcode 17) CooperativeMatrixKHR (6022)
+  for (size_t i = 5; i + 1 < coop->spirv.size(); ++i)
+    capability |= coop->spirv[i] == ((2u << 16) | 17u) && coop->spirv[i + 1] == 6022u;
+  EXPECT_TRUE(capability);
 }
 
 }  // namespace

@@ -104,6 +104,50 @@ def test_sixteen_bit_matmuls_match_cpu():
     """, env=TILED, timeout=600)
 
 
+def test_matrix_units_kernel_matches_cpu_emulated():
+    # The float16 product on matrix units (gemm_coop_f16) is the kernel of a
+    # GPU with cooperative matrices; lavapipe has none, so its emulation runs:
+    # the same tiles, slices, loads along each operand's contiguous dim,
+    # edges and epilogue, the matrix operations in plain arithmetic. Within
+    # one float16 rounding of the float64 product, over the 128-tile and
+    # 32-deep-slice edges, transposed and strided operands, batches, alpha,
+    # beta and C's strides.
+    run_python("""
+    import torch
+    import torch.nn.functional as F
+    from torch.profiler import profile
+    torch.manual_seed(0)
+    d = "neuron"
+    assert torch.neuron.get_device_properties(0).matrix_units == "emulated"
+    def check(name, f, *args):
+        want = f(*[a.double() for a in args])
+        got = f(*[a.to(d) for a in args])
+        assert got.dtype == torch.float16, name
+        torch.testing.assert_close(got.cpu().double(), want, rtol=8e-3, atol=8e-3 * want.abs().max().item(),
+                                   msg=name)
+    h = lambda *shape: torch.randn(*shape).half()
+    with profile() as prof:
+        for m, k, n in [(9, 1, 9), (128, 32, 128), (129, 33, 127), (200, 100, 300), (40, 257, 140), (256, 64, 16)]:
+            a, b = h(m, k), h(k, n)
+            check(f"mm {m}x{k}x{n}", torch.mm, a, b)
+            check(f"A transposed {m}x{k}x{n}", lambda x, y: x.t() @ y, a.t().contiguous(), b)
+            check(f"B transposed {m}x{k}x{n}", lambda x, y: x @ y.t(), a, b.t().contiguous())
+            check(f"both transposed {m}x{k}x{n}", lambda x, y: x.t() @ y.t(), a.t().contiguous(), b.t().contiguous())
+            check(f"addmm {m}x{k}x{n}", lambda c, x, y: torch.addmm(c, x, y, beta=0.5, alpha=2.0), h(n), a, b)
+        check("linear", F.linear, h(2, 50, 40), h(90, 40), h(90))
+        check("bmm", torch.bmm, h(3, 45, 33), h(3, 33, 70))
+        check("baddbmm", lambda c, x, y: torch.baddbmm(c, x, y, beta=-1.0), h(3, 45, 70), h(3, 45, 33), h(3, 33, 70))
+        check("strided operands", lambda x, y: x[:, ::2] @ y[::2, 1:], h(70, 80), h(80, 67))
+        out = torch.empty(80, 96, device=d, dtype=torch.float16).t()
+        a, b = h(96, 48), h(48, 80)
+        torch.mm(a.to(d), b.to(d), out=out)  # written through C's strides
+        torch.testing.assert_close(out.cpu().double(), a.double() @ b.double(), rtol=8e-3, atol=8e-3 * 10)
+    ran = {e.name.split(": ")[1] for e in prof.events() if "library kernel: gemm" in e.name}
+    assert "gemm_coop_emulated_f16" in ran and "gemm_t128_f16" not in ran, ran
+    assert torch.neuron.fallback_report() == []
+    """, env=dict(TILED, OPENNEURON_VULKAN_MATRIX_UNITS="emulate"), timeout=600)
+
+
 def test_tiled_training_step_matches_cpu():
     # Forward and backward of a small MLP: the backward's products read
     # transposed operands (x.t() @ grad, grad @ w) in place.

@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <climits>
 
+#ifdef OPENNEURON_COMPILER_GLSL
+#include "compiler/codegen/glsl_gemm_coop.h"
+#endif
+
 namespace openneuron::compiler {
 namespace {
 
@@ -14,7 +18,7 @@ constexpr int64_t kSplitK = 64;  // at least: gemm_rows
 }  // namespace
 
 GemmLaunch gemm_launch(const GemmShape& s, bool float32, bool tiled, int compute_units,
-                       int64_t max_workgroups, bool sixteen_bit) {
+                       int64_t max_workgroups, bool sixteen_bit, const std::string& matrix_entry) {
   max_workgroups = std::max<int64_t>(1, max_workgroups);
   // Offsets past 31 bits need the 64-bit kernel; products with a few rows
   // (or columns) would leave most of a tile idle.
@@ -33,12 +37,22 @@ GemmLaunch gemm_launch(const GemmShape& s, bool float32, bool tiled, int compute
     const bool swap = s.n < s.m;
     return {"gemm_rows", std::min(s.batch * ceil_div(swap ? s.m : s.n, 8), max_workgroups), swap};
   }
+  if (!matrix_entry.empty() && sixteen_bit && tiled && fits && std::min(s.m, s.n) > kFewRows)
+    return {matrix_entry, std::min(s.batch * ceil_div(s.m, 128) * ceil_div(s.n, 128), max_workgroups)};
   if ((float32 || sixteen_bit) && tiled && fits && std::min(s.m, s.n) > kFewRows) {
     const int64_t big = s.batch * ceil_div(s.m, 128) * ceil_div(s.n, 128);
     if (big >= std::max(1, compute_units)) return {"gemm_t128", std::min(big, max_workgroups)};
     return {"gemm_t64", std::min(s.batch * ceil_div(s.m, 64) * ceil_div(s.n, 64), max_workgroups)};
   }
   return {"gemm", std::min(ceil_div(blocks, 64), max_workgroups)};
+}
+
+std::string float16_matrix_entry(bool cooperative, bool emulated) {
+  if (emulated) return "gemm_coop_emulated";
+#ifdef OPENNEURON_COMPILER_GLSL
+  if (cooperative && !glsl_coop_gemm_spirv().empty()) return "gemm_coop";
+#endif
+  return "";
 }
 
 std::vector<int64_t> swapped_gemm_scalars(const std::vector<int64_t>& s) {

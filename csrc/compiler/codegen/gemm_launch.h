@@ -16,7 +16,7 @@ struct GemmShape {
 };
 
 struct GemmLaunch {
-  std::string entry;     // without the dtype suffix: "gemm", "gemm_t128", "gemm_t64", "gemm_rows"
+  std::string entry;     // without the dtype suffix: "gemm", "gemm_t128", "gemm_t64", "gemm_rows", "gemm_coop"
   int64_t workgroups;    // along x
   // Run as C^T = B^T A^T: A and B swap places, with the scalars of
   // swapped_gemm_scalars (a product with few columns is one with few rows).
@@ -27,9 +27,15 @@ struct GemmLaunch {
 // the device runs the tiled kernels (DeviceProperties::tiled_kernels); `compute_units` and `max_workgroups`
 // from the device's properties. `sixteen_bit` (float16, bfloat16): the
 // tiled kernels or "gemm" (they have no "gemm_rows"). Other dtypes take
-// "gemm".
+// "gemm". `matrix_entry` (float16 only): the matrix-unit kernel
+// (float16_matrix_entry), which takes every tiled float16 product.
 GemmLaunch gemm_launch(const GemmShape& shape, bool float32, bool tiled, int compute_units,
-                       int64_t max_workgroups, bool sixteen_bit = false);
+                       int64_t max_workgroups, bool sixteen_bit = false, const std::string& matrix_entry = "");
+
+// The float16 matrix-unit entry for a device: "gemm_coop" where it has
+// cooperative matrices and this build compiled the kernel (glsl_gemm_coop.h),
+// "gemm_coop_emulated" where asked to emulate it, else "".
+std::string float16_matrix_entry(bool cooperative, bool emulated);
 
 // The gemm scalars (glsl_gemm.h's order) of the transposed product.
 std::vector<int64_t> swapped_gemm_scalars(const std::vector<int64_t>& scalars);

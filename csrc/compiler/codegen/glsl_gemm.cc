@@ -4,9 +4,22 @@
 #include <string>
 #include <utility>
 
-#include "compiler/codegen/glsl_kernel.h"
+#include "compiler/codegen/glsl_entry.h"
+#include "compiler/codegen/glsl_gemm_coop.h"
 
 namespace openneuron::compiler {
+
+// The arguments every gemm entry reads (glsl_gemm.h).
+const char* const kGlslGemmArguments = R"GLSL(
+  const uint64_t a = on_args.b[0], bm = on_args.b[1], c = on_args.b[2], x = on_args.b[3];
+  const int64_t batch = on_args.s[0], m = on_args.s[1], n = on_args.s[2], k = on_args.s[3];
+  const int64_t a_b = on_args.s[4], a_m = on_args.s[5], a_k = on_args.s[6];
+  const int64_t b_b = on_args.s[7], b_k = on_args.s[8], b_n = on_args.s[9];
+  const int64_t c_b = on_args.s[10], c_m = on_args.s[11], c_n = on_args.s[12];
+  const int64_t x_b = on_args.s[13], x_m = on_args.s[14], x_n = on_args.s[15];
+  const bool use_x = on_args.s[17] != 0L;  // beta == 0 ignores X entirely (its NaNs too), as in BLAS
+)GLSL";
+
 namespace {
 
 std::string n(int64_t v) { return std::to_string(v); }
@@ -19,16 +32,6 @@ std::string substituted(std::string s, std::initializer_list<std::pair<std::stri
   return s;
 }
 
-// The arguments every gemm entry reads (glsl_gemm.h).
-const char* const kGemmArguments = R"GLSL(
-  const uint64_t a = on_args.b[0], bm = on_args.b[1], c = on_args.b[2], x = on_args.b[3];
-  const int64_t batch = on_args.s[0], m = on_args.s[1], n = on_args.s[2], k = on_args.s[3];
-  const int64_t a_b = on_args.s[4], a_m = on_args.s[5], a_k = on_args.s[6];
-  const int64_t b_b = on_args.s[7], b_k = on_args.s[8], b_n = on_args.s[9];
-  const int64_t c_b = on_args.s[10], c_m = on_args.s[11], c_n = on_args.s[12];
-  const int64_t x_b = on_args.s[13], x_m = on_args.s[14], x_n = on_args.s[15];
-  const bool use_x = on_args.s[17] != 0L;  // beta == 0 ignores X entirely (its NaNs too), as in BLAS
-)GLSL";
 
 // How a product's elements are stored and computed: float32 and float64 as
 // themselves; float16, and bfloat16 (its bits in a uint16_t: GLSL has no
@@ -54,7 +57,7 @@ std::string direct_gemm(const Storage& st) {
   const std::string t = st.compute, ref = "OnRef_" + st.type;
   auto text = [&](const std::string& s) { return substituted(s, {{"$T", t}, {"$R", ref}, {"$S", st.size}}); };
   std::string k = glsl_entry_preamble("gemm_" + st.suffix, 4, 18, 64, {st.type});
-  k += "void main() {" + std::string(kGemmArguments);
+  k += "void main() {" + std::string(kGlslGemmArguments);
   k += text(R"GLSL(  const $T alpha = $T(on_double_bits(on_args.s[16])), beta = $T(on_double_bits(on_args.s[17]));
   const uint64_t S = $Sul, da = uint64_t(a_k) * S, db = uint64_t(b_k) * S;
   const int64_t tm = (m + 3L) / 4L, tn = (n + 3L) / 4L, tiles = batch * tm * tn;
@@ -218,7 +221,7 @@ std::string tiled_gemm(int tile, Operands op, const Storage& st = kF32) {
        " v[]; };\n";
   k += "shared vec4 on_as[16][" + n(tile / 4 + 1) + "];\nshared vec4 on_bs[16][" + n(tile / 4 + 1) + "];\n";
   if (conv) k += kConvLoads;
-  k += "void main() {" + std::string(kGemmArguments);
+  k += "void main() {" + std::string(kGlslGemmArguments);
   if (conv) k += kConvArguments;
   k += substituted(R"GLSL(  const float alpha = on_double_bits(on_args.s[16]), beta = on_double_bits(on_args.s[17]);
   const int lid = int(gl_LocalInvocationID.x), tx = lid % 16, ty = lid / 16;
@@ -304,7 +307,7 @@ std::string rows_gemm() {
   std::string k = glsl_entry_preamble("gemm_rows_f32", 4, 18, 256, {});
   k += "layout(buffer_reference, std430, buffer_reference_align = 4) buffer OnGemmFloats { float v[]; };\n";
   k += "shared float on_part[4][256];\n";
-  k += "void main() {" + std::string(kGemmArguments);
+  k += "void main() {" + std::string(kGlslGemmArguments);
   k += R"GLSL(  const float alpha = on_double_bits(on_args.s[16]), beta = on_double_bits(on_args.s[17]);
   const int lid = int(gl_LocalInvocationID.x);
   const bool split_k = b_k == 1L;
@@ -366,7 +369,9 @@ std::string glsl_gemm_entries() {
   for (Operands op : {Operands::kGemm, Operands::kConv, Operands::kConvInputGrad, Operands::kConvWeightGrad})
     entries += tiled_gemm(128, op) + tiled_gemm(64, op);
   for (const Storage* st : {&kF16, &kBF16}) entries += tiled_gemm(128, Operands::kGemm, *st) + tiled_gemm(64, Operands::kGemm, *st);
-  return entries;
+  // The cooperative-matrix variant is compiled at build time (glslang 12
+  // cannot): GlslTarget::build adds it.
+  return entries + glsl_coop_gemm_entry(/*emulated=*/true);
 }
 
 }  // namespace openneuron::compiler

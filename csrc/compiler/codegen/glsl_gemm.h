@@ -21,6 +21,8 @@
 //                         place (29 scalars: glsl_gemm.cc says which);
 //   conv2d_dgrad_t*_f32,  and for its input's gradient, and for each
 //   conv2d_wgrad_t*_f32   image's share of its weights' gradient.
+//   gemm_coop_f16,        float16 products on matrix units, and the same
+//   gemm_coop_emulated_f16  kernel in plain arithmetic (glsl_gemm_coop.h).
 //   gemm_rows_f32         products with at most 8 rows (or, swapped, 8
 //                         columns): a decode step, a matrix-vector product;
 //                         a workgroup's invocations split k.
@@ -31,5 +33,9 @@
 namespace openneuron::compiler {
 
 std::string glsl_gemm_entries();
+
+// The arguments every gemm entry reads, as GLSL declarations (a, bm, c, x;
+// batch, m, n, k; the strides a_b ... x_n; use_x), at the top of main().
+extern const char* const kGlslGemmArguments;
 
 }  // namespace openneuron::compiler

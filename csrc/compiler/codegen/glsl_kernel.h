@@ -10,22 +10,13 @@
 #include <vector>
 
 #include "compiler/codegen/cpp_kernel.h"
+#include "compiler/codegen/glsl_entry.h"
 #include "compiler/passes/schedule.h"
 
 namespace openneuron::compiler {
 
 // Invocations per workgroup of every generated GLSL kernel.
 constexpr int kGlslWorkgroupSize = 128;
-
-// The kernel's source begins with the line
-//   //@entry <name> <bindings> <scalars> <wx> <wy> <wz>
-// which the target's build() reads to split a library into shaders.
-// What opens every kernel: the //@entry line, the workgroup size, a
-// buffer-reference type OnRef_<t> { t v; } per element type in
-// `ref_types` (GLSL scalar type names), the arguments block
-// (on_args.b[bindings] addresses, on_args.s[scalars]) and its push constant.
-std::string glsl_entry_preamble(const std::string& name, int bindings, int scalars, int workgroup_size,
-                                const std::vector<std::string>& ref_types);
 
 // `fp64`: whether the device has float64 shaders. Without them a group
 // computing float64 values raises UnsupportedError (the op runs elsewhere,

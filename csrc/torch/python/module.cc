@@ -3,6 +3,7 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "compiler/codegen/gemm_launch.h"
 #include "hal/caching_allocator.h"
 #include "hal/driver.h"
 #include "hal/pinned_allocator.h"
@@ -131,6 +132,12 @@ py::dict device_properties(int device) {
   d["subgroup_size"] = p.subgroup_size;
   d["shared_memory_bytes"] = p.shared_memory_bytes;
   d["tiled_kernels"] = p.tiled_kernels;
+  // The kernel float16 products take on matrix units, if any (a device's
+  // cooperative matrices count only where this build compiled the kernel).
+  using MatrixUnits = hal::DeviceProperties::MatrixUnits;
+  const std::string entry = compiler::float16_matrix_entry(p.matrix_units == MatrixUnits::kCooperative,
+                                                           p.matrix_units == MatrixUnits::kEmulated);
+  d["matrix_units"] = entry == "gemm_coop" ? "cooperative" : entry.empty() ? "none" : "emulated";
   return d;
 }
 

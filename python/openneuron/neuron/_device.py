@@ -127,6 +127,10 @@ class NeuronDeviceProperties:
     shared_memory_per_block: int = 0
     # The library's shared-memory tiled kernels run here (a GPU).
     tiled_kernels: bool = False
+    # What float16 products run on: "cooperative" (the GPU's matrix units,
+    # VK_KHR_cooperative_matrix), "emulated" (OPENNEURON_VULKAN_MATRIX_UNITS=
+    # emulate: that kernel in plain arithmetic) or "none".
+    matrix_units: str = "none"
     major: int = 1
     minor: int = 0
 
@@ -150,6 +154,7 @@ def get_device_properties(device=None) -> NeuronDeviceProperties:
         warp_size=p["subgroup_size"],
         shared_memory_per_block=p["shared_memory_bytes"],
         tiled_kernels=p["tiled_kernels"],
+        matrix_units=p["matrix_units"],
     )
 
 

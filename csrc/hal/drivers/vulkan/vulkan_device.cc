@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "hal/config.h"
+#include "hal/drivers/vulkan/vulkan_cooperative_matrix.h"
 #include "hal/error.h"
 
 namespace openneuron::hal {
@@ -97,7 +98,7 @@ std::string take_vulkan_validation_message() {
 
 // ---- VulkanDevice ----------------------------------------------------------
 
-VulkanDevice::VulkanDevice(VkInstance, VkPhysicalDevice physical, int index)
+VulkanDevice::VulkanDevice(VkInstance instance, VkPhysicalDevice physical, int index)
     : physical_(physical), index_(index) {
   // The compute family with the most queues; a compute-only family (an
   // async-compute engine) when it has as many.
@@ -144,7 +145,23 @@ VulkanDevice::VulkanDevice(VkInstance, VkPhysicalDevice physical, int index)
 
   const auto extensions = device_extensions(physical);
   std::vector<const char*> enabled;
-  const bool cooperative = has_extension(extensions, "VK_KHR_cooperative_matrix");
+  // Matrix units, where the device has the shape float16 products use.
+  vk::CooperativeMatrixFeatures cooperative_have, cooperative_want;
+  bool cooperative = has_extension(extensions, vk::kCooperativeMatrixExtension) &&
+                     have.v12.shaderFloat16 && have.v11.storageBuffer16BitAccess &&
+                     have.v12.vulkanMemoryModel;
+  if (cooperative) {
+    VkPhysicalDeviceFeatures2 query{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    query.pNext = &cooperative_have;
+    api().vkGetPhysicalDeviceFeatures2(physical, &query);
+    cooperative = cooperative_have.cooperativeMatrix && vk::has_float16_16x16x16_matrices(instance, physical);
+  }
+  if (cooperative) {
+    enabled.push_back(vk::kCooperativeMatrixExtension);
+    cooperative_want.cooperativeMatrix = VK_TRUE;
+    cooperative_want.pNext = want.base.pNext;
+    want.base.pNext = &cooperative_want;
+  }
   const bool host_import = has_extension(extensions, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME) &&
                            api().vkGetMemoryHostPointerPropertiesEXT != nullptr;
   if (host_import) enabled.push_back(VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
@@ -180,6 +197,14 @@ VulkanDevice::VulkanDevice(VkInstance, VkPhysicalDevice physical, int index)
   properties_.native_fp16 = have.v12.shaderFloat16 && have.v11.storageBuffer16BitAccess;
   properties_.native_int8 = have.v12.shaderInt8 && have.v12.storageBuffer8BitAccess;
   properties_.cooperative_matrix = cooperative;
+  // The cooperative kernel's subgroups are 32 lanes (glsl_gemm_coop.h).
+  using MatrixUnits = DeviceProperties::MatrixUnits;
+  const std::string& units = config().vulkan_matrix_units;
+  properties_.matrix_units =
+      units == "emulate" && properties_.tiled_kernels && properties_.native_fp16 ? MatrixUnits::kEmulated
+      : units == "1" && cooperative && properties_.subgroup_size == 32 && properties_.tiled_kernels
+          ? MatrixUnits::kCooperative
+          : MatrixUnits::kNone;
 
   VkPushConstantRange push{VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(uint64_t)};
   VkPipelineLayoutCreateInfo layout{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};

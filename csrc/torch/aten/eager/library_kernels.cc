@@ -151,8 +151,13 @@ bool gemm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, const
     };
     shape.largest_offset = std::max({last(m, k, sa[1], sa[2]), last(k, n, sb[1], sb[2]), last(m, n, sc[1], sc[2]),
                                       beta == 0 ? 0 : last(m, n, sx[1], sx[2])});
+    using MatrixUnits = hal::DeviceProperties::MatrixUnits;
+    const std::string matrix_entry =
+        dtype != at::kHalf ? ""
+                           : compiler::float16_matrix_entry(props.matrix_units == MatrixUnits::kCooperative,
+                                                            props.matrix_units == MatrixUnits::kEmulated);
     launch = compiler::gemm_launch(shape, dtype == at::kFloat, props.tiled_kernels, props.compute_units,
-                                   props.max_workgroups, sixteen_bit);
+                                   props.max_workgroups, sixteen_bit, matrix_entry);
   }
   const int64_t kernel = library_kernel(device, launch.entry + suffix);
   if (kernel < 0) return false;
