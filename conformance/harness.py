@@ -273,9 +273,12 @@ def _compiled(op):
 
 
 # Compiled kernels compute 16-bit floats in float32 and round once (as
-# Inductor does), where eager rounds after every op. In compile mode a 16-bit
-# result that differs from the CPU's passes when it is at least about as
-# accurate: PyTorch's own accuracy check (torch._dynamo.utils.same, which its
+# Inductor does), where eager rounds after every op; and in eager mode too
+# the device computes an op's 16-bit values in float32 with its own exp,
+# log, tanh..., accurate to float32 but not bitwise SLEEF's, so a result can
+# round one 16-bit ulp from the CPU's (as CUDA's do). A 16-bit result that
+# differs from the CPU's passes when it is at least about as accurate:
+# PyTorch's own accuracy check (torch._dynamo.utils.same, which its
 # benchmark suites use) against the CPU computing the sample in float64.
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
@@ -832,9 +835,9 @@ class OpSampleRunner:
             return META
 
     def float64_run(self, c_sample, seed, float32=False):
-        """Compile mode, 16-bit floats (and float32 where `float32`): the
-        sample in float64 and the op's outputs on it (CPU), or None."""
-        low = COMPILE and self.dtype in _LOW_PRECISION
+        """16-bit floats (and float32 where `float32`): the sample in
+        float64 and the op's outputs on it (CPU), or None."""
+        low = self.dtype in _LOW_PRECISION
         if not low and not (float32 and self.dtype == torch.float32):
             return None
         s64 = _in_float64(c_sample, _LOW_PRECISION if low else (torch.float32,))
@@ -1022,8 +1025,15 @@ class OpSampleRunner:
                 raise AssertionError(
                     f"in-place variant returned {'its input' if n_res is ni.input else 'a new object'} "
                     f"on neuron, {'its input' if c_res is ci.input else 'a new object'} on CPU")
-            code = self.compare(ni.input, ci.input, meta_ok, msg="mutated input differs")
-            code2 = self.compare(n_res, c_res, meta_ok)
+            try:
+                code = self.compare(ni.input, ci.input, meta_ok, msg="mutated input differs")
+                code2 = self.compare(n_res, c_res, meta_ok)
+            except AssertionError:
+                if not self.as_accurate_as_cpu([ni.input], [ci.input], copy_sample(pristine, "cpu", keep_grad=True),
+                                               seed):
+                    raise
+                code = code2 = PASS
+                rec.note("16-bit results as accurate as the CPU's against float64 (not equal)")
             rec.add(i, "inplace", META if META in (code, code2) else PASS)
         except AssertionError as e:
             rec.add(i, "inplace", FAIL, f"{tag}: {e}")
@@ -1074,6 +1084,11 @@ class OpSampleRunner:
                     codes.append(self.compare(n_res, c_res, meta_ok, wants_cpu,
                                               msg=f"out= ({variant}) result"))
                 except AssertionError as mismatch:
+                    if self.as_accurate_as_cpu(n_bufs, c_bufs, copy_sample(pristine, "cpu", keep_grad=True), seed):
+                        check_devices(tuple(n_bufs), tuple(c_bufs), wants_cpu)
+                        codes.append(PASS)
+                        rec.note("16-bit results as accurate as the CPU's against float64 (not equal)")
+                        continue
                     # Is the CPU's own out= result that of its functional form?
                     try:
                         self.assert_equal(tuple(c_bufs), tuple(refs))
@@ -1149,9 +1164,12 @@ class OpSampleRunner:
         g = torch.Generator().manual_seed(SEED + 7 * i)
         tangents = {id(t): torch.randn(t.shape, dtype=t.dtype, generator=g) for t in diff}
 
-        def dualize(sample, device):
+        def dualize(sample, device, wide=False):
+            """`wide`: 16-bit floats (tensors, tangents, dtype arguments) in
+            float64, for the accuracy reference."""
             memo = {}
             to_cpu = torch.device(device).type == "cpu"
+            widen = (lambda t: t.double() if t.dtype in _LOW_PRECISION else t) if wide else (lambda t: t)
 
             def f(x):
                 if not isinstance(x, torch.Tensor):
@@ -1159,10 +1177,12 @@ class OpSampleRunner:
                         return "cpu"
                     if to_cpu and isinstance(x, torch.device) and x.type == DEVICE_TYPE:
                         return torch.device("cpu")
+                    if wide and isinstance(x, torch.dtype) and x in _LOW_PRECISION:
+                        return torch.float64
                     return x
-                p = copy_tensor(x, device, memo, keep_grad=False, keep_cpu=self.keep_cpu)
+                p = widen(copy_tensor(x, device, memo, keep_grad=False, keep_cpu=self.keep_cpu))
                 if id(x) in tangents:
-                    return fwAD.make_dual(p, tangents[id(x)].to(p.device))
+                    return fwAD.make_dual(p, widen(tangents[id(x)]).to(p.device))
                 return p
             inp, args, kwargs = pytree.tree_map(f, (sample.input, sample.args, sample.kwargs))
             return SampleInput(inp, args=tuple(args), kwargs=dict(kwargs))
@@ -1203,7 +1223,18 @@ class OpSampleRunner:
                                  meta_ok, msg="tangents differ")
             rec.add(i, "forward_ad", META if META in (code, code2) else PASS)
         except AssertionError as e:
-            rec.add(i, "forward_ad", FAIL, f"{tag}: {e}")
+            # 16-bit: as accurate as the CPU's against forward AD in float64.
+            r64 = None
+            if self.dtype in _LOW_PRECISION and len(c_t) == len(n_t):
+                with fwAD.dual_level():
+                    out64, exc64 = _try(_call, self.op, dualize(pristine, "cpu", wide=True), seed)
+                    r64 = None if exc64 is not None else tangents_of(out64)
+            values = lambda pairs: [p for p, _ in pairs] + [t for _, t in pairs if t is not None]  # noqa: E731
+            if r64 is not None and len(r64) == len(c_t) and _as_accurate(values(n_t), values(c_t), values(r64)):
+                rec.add(i, "forward_ad", PASS)
+                rec.note("16-bit forward AD as accurate as the CPU's against float64 (not equal)")
+            else:
+                rec.add(i, "forward_ad", FAIL, f"{tag}: {e}")
 
 
 def _filled(shape, dtype, device):

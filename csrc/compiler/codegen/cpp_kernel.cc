@@ -241,6 +241,10 @@ class KernelWriter {
       return var;
     }
     std::string expr = compute(n, c);
+    // An eager op's 16-bit float result, rounded as its stored value is
+    // (Node::rounds_to_dtype).
+    if (n->rounds_to_dtype && (n->dtype == DType::Float16 || n->dtype == DType::BFloat16))
+      expr = "static_cast<float>(static_cast<" + std::string(storage_ctype(n->dtype)) + ">(" + expr + "))";
     std::string var = fresh();
     line("const " + value_type(n) + " " + var + " = " + expr + ";");
     scopes_.back()[key] = var;

@@ -184,7 +184,7 @@ class GlslKernelWriter {
     const std::string key = std::to_string(n->id) + "@" + join_keys(c);
     for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it)
       if (auto f = it->find(key); f != it->end()) return f->second;
-    const std::string expr = compute(n, c);
+    const std::string expr = rounded_to_dtype(n, compute(n, c));
     const std::string var = fresh();
     line("const " + value_type(n) + " " + var + " = " + expr + ";");
     scopes_.back()[key] = var;
@@ -263,6 +263,15 @@ class GlslKernelWriter {
     if (n->op == "identity" && n->dtype == DType::Float16) return "float(float16_t(" + r + "))";
     if (n->op == "identity" && n->dtype == DType::BFloat16) return "on_bf16_load(on_bf16_store(" + r + "))";
     return wrap_to_dtype(convert(r, rt, vt), n->dtype);
+  }
+
+  // An eager op's 16-bit float result, rounded as its stored value is
+  // (Node::rounds_to_dtype).
+  static std::string rounded_to_dtype(const Node* n, const std::string& v) {
+    if (!n->rounds_to_dtype) return v;
+    if (n->dtype == DType::Float16) return "float(float16_t(" + v + "))";
+    if (n->dtype == DType::BFloat16) return "on_bf16_load(on_bf16_store(" + v + "))";
+    return v;
   }
 
   // A narrower integer's value (held as int64) wrapped to its type, as the

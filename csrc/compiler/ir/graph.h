@@ -57,6 +57,13 @@ struct Node {
   // scalars only, which each kernel reading it computes once per launch; it
   // never gets a buffer (the FX op runs as an extern when one is needed).
   bool host = false;
+  // Eager kernels (an FX node marked "op_result"): this node is an eager
+  // call's 16-bit float result, rounded to its dtype where it is computed,
+  // as the call's stored result is before the next call reads it -- so a
+  // fused chain of eager calls gives what they give one by one (the nodes
+  // of one call's decomposition stay in float32, as ATen's kernels compute
+  // them). Compiled graphs keep values in float32 between ops, as Inductor.
+  bool rounds_to_dtype = false;
 
   // Filled by analysis.
   std::vector<Node*> users;

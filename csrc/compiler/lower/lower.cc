@@ -164,9 +164,9 @@ class Lowerer {
     const std::string& name = node.at("name").as_string();
     const std::string& target = node.at("target").as_string();
     Value v;
+    const int first_new = static_cast<int>(g_.nodes().size());
     try {
       if (forced_externs_.count(name)) throw ExternByDesign("run as an extern (see ExternNeeded)");
-      const int first_new = static_cast<int>(g_.nodes().size());
       v = lower_op(node, target);
       // An op that is no view (a functional copy, a pad by zeros) returns a
       // tensor of its own, even where its value is an existing one's.
@@ -185,7 +185,17 @@ class Lowerer {
       TensorMeta m = tensor_meta(node.at("meta"));
       if (m.shape == v.tensor->shape) v.tensor->meta_strides = m.strides;
     }
+    if (v.tensor && node.get("op_result").is_bool() && node.at("op_result").as_bool())
+      mark_rounded_result(v.tensor, first_new);
     values_[name] = v;
+  }
+
+  // The value this op computed (through the views it ends with), if it is a
+  // 16-bit float: rounded to its dtype where computed (Node::rounds_to_dtype).
+  static void mark_rounded_result(Node* n, int first_new) {
+    while (n->kind == NodeKind::View && n->id >= first_new && !n->inputs.empty()) n = n->inputs[0];
+    if (n->id >= first_new && n->is_compute() && (n->dtype == DType::Float16 || n->dtype == DType::BFloat16))
+      n->rounds_to_dtype = true;
   }
 
   Value lower_op(const Json& node, const std::string& target) {

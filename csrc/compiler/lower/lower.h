@@ -28,6 +28,9 @@ struct LoweredGraph {
 // `forced_externs`: FX names of ops to run as extern calls although the
 // compiler could generate them (see ExternNeeded: a `copy_` into a graph
 // input that cannot write in place, a host value needed as a tensor).
+// An FX node with "op_result": true (an eager call's value, not a node of
+// its decomposition) that yields a 16-bit float is rounded to its dtype
+// where computed (Node::rounds_to_dtype).
 LoweredGraph lower_fx_graph(const Json& fx, const std::set<std::string>& forced_externs = {});
 
 }  // namespace openneuron::compiler

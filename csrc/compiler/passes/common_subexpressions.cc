@@ -16,7 +16,7 @@ static std::string signature(const Node& n) {
   std::snprintf(buf, sizeof buf, "|%.17g|%d|%d|", n.scalar, n.scalar_is_int, n.keepdim);
   s += buf;
   for (int64_t d : n.dims) s += std::to_string(d) + ",";
-  s += "|" + join_keys(n.view_args);
+  s += "|" + join_keys(n.view_args) + (n.rounds_to_dtype ? "|rounded" : "");
   return s;
 }
 

@@ -119,11 +119,14 @@ class Builder {
     return dims + "]";
   }
 
-  // Appends an FX node; returns a reference to it.
+  // Appends an FX node; returns a reference to it. `op_result`: the call's
+  // value (not a node of its decomposition), which a 16-bit kernel rounds
+  // to its dtype before a later call of a fused chain reads it.
   std::string node(const std::string& name, const std::string& target, const std::string& args,
-                   const std::string& kwargs, const std::string& meta) {
+                   const std::string& kwargs, const std::string& meta, bool op_result = false) {
     nodes_ += "{\"name\":\"" + name + "\",\"target\":" + quoted(target) + ",\"args\":[" + args +
-              "],\"kwargs\":{" + kwargs + "},\"meta\":" + meta + ",\"aliases\":false},";
+              "],\"kwargs\":{" + kwargs + "},\"meta\":" + meta + ",\"aliases\":false" +
+              (op_result ? ",\"op_result\":true" : "") + "},";
     return "{\"ref\":\"" + name + "\"}";
   }
 
@@ -376,7 +379,7 @@ bool value_nodes(const EagerOp& op, Builder& b, const CallText& c, const std::st
                          const std::string& meta) {
     // Its own names cannot shadow the graph's inputs (t0, t1, ...).
     const bool value = name[0] == 'v' && (name.size() == 1 || std::isdigit(static_cast<unsigned char>(name[1])));
-    return b.node(prefix + (value ? name : "d_" + name), target, args, "", meta);
+    return b.node(prefix + (value ? name : "d_" + name), target, args, "", meta, value);
   };
   w.node_kw = [&b, &prefix](const std::string& name, const std::string& target, const std::string& args,
                             const std::string& kwargs, const std::string& meta) {
@@ -402,7 +405,7 @@ bool value_nodes(const EagerOp& op, Builder& b, const CallText& c, const std::st
     }
   } else {
     b.node(prefix + "v", op.target, c.positional, c.keywords,
-           b.value_meta(out_dtype, reduces ? ValueShape::Row : ValueShape::Full));
+           b.value_meta(out_dtype, reduces ? ValueShape::Row : ValueShape::Full), /*op_result=*/true);
   }
   return true;
 }
