@@ -559,3 +559,52 @@ def test_cpu_zero_dim_tensors_are_scalars_on_the_device():
     assert torch.neuron.fallback_report() == [], torch.neuron.fallback_report()
     """
     run_on_every_driver(code)
+
+
+def test_batch_norm_trains_on_the_device():
+    # BatchNorm (every CNN's) forward and backward, training and evaluation,
+    # composed from device ops: outputs, gradients and running statistics
+    # match the CPU's, channels_last stays channels_last, 16-bit inputs with
+    # float32 parameters (AMP) compute in float32 as the CPU; no fallback.
+    run_on_every_driver("""
+    import copy, torch
+    torch.manual_seed(0)
+    def check(name, got, want, tol):
+        torch.testing.assert_close(got.cpu(), want, rtol=tol, atol=tol, msg=name)
+    for fmt in (torch.contiguous_format, torch.channels_last):
+        for affine in (True, False):
+            m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8, affine=affine))
+            m = m.to(memory_format=fmt)
+            d = copy.deepcopy(m).to("neuron")
+            for step in range(2):
+                x = torch.randn(4, 3, 9, 9).to(memory_format=fmt)
+                y, yd = m(x), d(x.to("neuron"))
+                check(f"output {fmt} {affine}", yd, y, 1e-4)
+                assert yd.is_contiguous(memory_format=fmt) == y.is_contiguous(memory_format=fmt)
+                y.square().sum().backward()
+                yd.square().sum().backward()
+            for (n, p), q in zip(m.named_parameters(), d.parameters()):
+                check(f"grad {n}", q.grad, p.grad, 1e-3)
+            check("running_mean", d[1].running_mean, m[1].running_mean, 1e-5)
+            check("running_var", d[1].running_var, m[1].running_var, 1e-5)
+            assert int(d[1].num_batches_tracked) == 2
+            m.eval(), d.eval()
+            x = torch.randn(2, 3, 9, 9, requires_grad=True)
+            xd = x.detach().to("neuron").requires_grad_()
+            y, yd = m(x), d(xd)
+            check("eval output", yd, y, 1e-4)
+            y.sum().backward(), yd.sum().backward()
+            check("eval input grad", xd.grad, x.grad, 1e-4)
+    for dt in (torch.float16, torch.bfloat16):
+        bn = torch.nn.BatchNorm1d(6)  # float32 parameters, 16-bit input
+        bnd = copy.deepcopy(bn).to("neuron")
+        x = torch.randn(10, 6, 7).to(dt).requires_grad_()
+        xd = x.detach().to("neuron").requires_grad_()
+        y, yd = bn(x), bnd(xd)
+        assert yd.dtype == dt
+        check(f"{dt} output", yd.float(), y.float(), 1e-2)
+        y.float().sum().backward(), yd.float().sum().backward()
+        check(f"{dt} input grad", xd.grad.float(), x.grad.float(), 2e-2)
+        check(f"{dt} weight grad", bnd.weight.grad, bn.weight.grad, 2e-2)
+        check(f"{dt} running_var", bnd.running_var, bn.running_var, 1e-3)
+    """)
