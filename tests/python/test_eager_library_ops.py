@@ -608,3 +608,37 @@ def test_batch_norm_trains_on_the_device():
         check(f"{dt} weight grad", bnd.weight.grad, bn.weight.grad, 2e-2)
         check(f"{dt} running_var", bnd.running_var, bn.running_var, 1e-3)
     """)
+
+
+def test_average_pooling_on_the_device():
+    # avg_pool2d (and avg_pool1d through it) forward and backward: windows
+    # as a strided view of the padded input, the CPU's divisor per position
+    # (padding counted or not, ceil_mode's clipped last window,
+    # divisor_override); channels_last stays so; 16-bit sums in float32.
+    run_on_every_driver("""
+    import torch
+    import torch.nn.functional as F
+    torch.manual_seed(0)
+    cases = [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+             dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+             dict(kernel_size=(3, 2), stride=(1, 2), padding=(1, 0), ceil_mode=True),
+             dict(kernel_size=3, stride=1, padding=1, divisor_override=4), dict(kernel_size=4, stride=3, ceil_mode=True)]
+    for kw in cases:
+        for shape, fmt in (((2, 3, 9, 11), torch.contiguous_format), ((2, 3, 9, 11), torch.channels_last),
+                           ((3, 8, 7), torch.contiguous_format)):
+            for dt, tol in ((torch.float32, 1e-5), (torch.float64, 1e-12), (torch.float16, 1e-3)):
+                x = torch.randn(shape, dtype=dt)
+                if len(shape) == 4:
+                    x = x.to(memory_format=fmt)
+                x.requires_grad_()
+                xd = x.detach().to("neuron").requires_grad_()
+                y, yd = F.avg_pool2d(x, **kw), F.avg_pool2d(xd, **kw)
+                torch.testing.assert_close(yd.cpu(), y, rtol=tol, atol=tol, msg=f"{kw} {shape} {dt}")
+                if len(shape) == 4:
+                    assert yd.is_contiguous(memory_format=fmt) == y.is_contiguous(memory_format=fmt)
+                g = torch.randn(y.shape, dtype=dt)
+                y.backward(g), yd.backward(g.to("neuron"))
+                torch.testing.assert_close(xd.grad.cpu(), x.grad, rtol=tol, atol=tol, msg=f"grad {kw} {shape} {dt}")
+    x = torch.randn(4, 5, 20)
+    torch.testing.assert_close(F.avg_pool1d(x.to("neuron"), 4, 3, 2).cpu(), F.avg_pool1d(x, 4, 3, 2))
+    """)

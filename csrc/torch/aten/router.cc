@@ -29,6 +29,7 @@
 #include "torch/aten/eager/foreach.h"
 #include "torch/aten/eager/counting_ops.h"
 #include "torch/aten/eager/scatter_reduce_ops.h"
+#include "torch/aten/eager/avg_pool_ops.h"
 #include "torch/aten/eager/batch_norm_ops.h"
 #include "torch/aten/eager/embedding_bag.h"
 #include "torch/aten/eager/indexing_ops.h"
@@ -255,6 +256,7 @@ void route_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet,
          run_foreach_per_tensor(op, stack) ||
          run_cat_as_copies(op, device, stack) || run_library_op(op, device, stack) || run_counting_op(op, stack) ||
          run_embedding_bag_op(op, stack) || run_scatter_reduce_op(op, stack) || run_batch_norm_op(op, stack) ||
+         run_avg_pool_op(op, stack) ||
          run_copy_op(op, device, stack) || run_convolution_op(op, stack) || run_decomposition(op, stack)))
       return;
     run_on_cpu_with_copies(op, info, stack);
