@@ -642,3 +642,23 @@ def test_average_pooling_on_the_device():
     x = torch.randn(4, 5, 20)
     torch.testing.assert_close(F.avg_pool1d(x.to("neuron"), 4, 3, 2).cpu(), F.avg_pool1d(x, 4, 3, 2))
     """)
+
+
+def test_repeat_interleave_with_tensor_repeats_on_the_device():
+    # The index of each output's source from a scan of the repeats' ends;
+    # the total read back (the result's size, as on CUDA); zero repeats,
+    # output_size, int32 repeats, and the CPU's error for a negative one.
+    run_on_every_driver("""
+    import pytest, torch
+    d = "neuron"
+    for reps in ([2, 0, 3], [0, 0], [1], [0, 4, 0, 0, 1], []):
+        r = torch.tensor(reps, dtype=torch.long)
+        assert torch.equal(torch.repeat_interleave(r.to(d)).cpu(), torch.repeat_interleave(r))
+    x, r = torch.randn(4, 3), torch.tensor([1, 0, 2, 3])
+    assert torch.equal(x.to(d).repeat_interleave(r.to(d), dim=0).cpu(), x.repeat_interleave(r, dim=0))
+    assert torch.equal(x.to(d).repeat_interleave(r[:3].to(d), dim=1).cpu(), x.repeat_interleave(r[:3], dim=1))
+    got = x.to(d).repeat_interleave(r.int().to(d), dim=0, output_size=6).cpu()
+    assert torch.equal(got, x.repeat_interleave(r.int(), dim=0, output_size=6))
+    with pytest.raises(RuntimeError, match="repeats can not be negative"):
+        torch.repeat_interleave(torch.tensor([1, -1], device=d))
+    """)

@@ -221,12 +221,41 @@ bool masked_scatter(const c10::OperatorHandle& op, torch::jit::Stack* stack, boo
   return true;
 }
 
+// repeat_interleave.Tensor(repeats, output_size=None): the index of each
+// output element's source, for repeat_interleave's self forms. The total
+// and the smallest count read back in one transfer (the result's size, as
+// on CUDA); each source's end (the running sum) marks where the next one
+// starts, so a scan of those marks numbers the sources.
+bool repeat_interleave(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  Args args = op_args(op, stack);
+  const Tensor repeats = args[0].toTensor();
+  if (!composable(repeats) || repeats.dim() != 1 ||
+      (repeats.scalar_type() != at::kLong && repeats.scalar_type() != at::kInt))
+    return false;
+  Tensor index;
+  if (repeats.numel() == 0) {
+    index = at::empty({0}, repeats.options());
+  } else {
+    const Tensor ends = repeats.to(at::kLong).cumsum(0);
+    const Tensor facts = at::stack({repeats.to(at::kLong).min(), ends[-1]}).cpu();
+    TORCH_CHECK(facts[0].item<int64_t>() >= 0, "repeats can not be negative");
+    const int64_t total = facts[1].item<int64_t>();
+    if (!args[1].isNone() && args[1].toInt() != total) return false;  // the CPU's size error
+    Tensor starts = at::zeros({total + 1}, ends.options());
+    starts.index_add_(0, ends, at::ones_like(ends));
+    index = starts.narrow(0, 0, total).cumsum(0).to(repeats.scalar_type());
+  }
+  finish_op(stack, args.size(), {index});
+  return true;
+}
+
 const std::unordered_map<std::string, Handler>& handlers() {
   static const auto* table = new std::unordered_map<std::string, Handler>{
       {"aten::_unique2", unique2},
       {"aten::unique_consecutive", unique_consecutive},
       {"aten::unique_dim", unique_dim},
       {"aten::bincount", bincount},
+      {"aten::repeat_interleave.Tensor", repeat_interleave},
       {"aten::masked_scatter_", [](auto& op, auto* s) { return masked_scatter(op, s, true); }},
       {"aten::masked_scatter", [](auto& op, auto* s) { return masked_scatter(op, s, false); }},
   };

@@ -1,4 +1,5 @@
-// Eager ops whose result size depends on the values (unique, bincount) and
+// Eager ops whose result size depends on the values (unique, bincount,
+// repeat_interleave with a tensor of repeats) and
 // masked_scatter, composed from device ops on drivers whose memory the host
 // cannot address (they took the CPU fallback): sorts, scans, scatters and
 // selects, with the size read back where it is the result's, as on CUDA.
