@@ -662,3 +662,20 @@ def test_repeat_interleave_with_tensor_repeats_on_the_device():
     with pytest.raises(RuntimeError, match="repeats can not be negative"):
         torch.repeat_interleave(torch.tensor([1, -1], device=d))
     """)
+
+
+def test_hypot_is_a_device_kernel():
+    # hypot as a generated kernel (its PyTorch decomposition is a prim of
+    # the op itself, so it took the CPU fallback): no overflow or underflow
+    # on the way, infinity over NaN, within about an ulp of float64.
+    run_on_every_driver("""
+    import torch
+    torch.manual_seed(0)
+    a = torch.randn(4096) * torch.logspace(-40, 38, 4096)
+    b = torch.randn(4096) * 1e3
+    a[:4], b[:4] = torch.tensor([float("inf"), float("nan"), 0.0, -float("inf")]), torch.tensor([float("nan"), 1.0, 0.0, 2.0])
+    got = torch.hypot(a.to("neuron"), b.to("neuron")).cpu()
+    assert got[0] == float("inf") and got[1].isnan() and got[2] == 0 and got[3] == float("inf")
+    want = torch.hypot(a.double(), b.double())[4:]
+    assert ((got[4:].double() - want).abs() / want).max() < 2.5 * torch.finfo(torch.float32).eps
+    """)

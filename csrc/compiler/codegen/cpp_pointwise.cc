@@ -60,6 +60,7 @@ std::string pointwise_cpp(const std::string& op, const std::string& ct, const st
       {"fmod", "on_fmod($a, $b)"},
       {"remainder", "on_remainder($a, $b)"},
       {"atan2", "std::atan2($a, $b)"},
+      {"hypot", "std::hypot($a, $b)"},
       {"eq", "($a == $b)"},
       {"ne", "($a != $b)"},
       {"lt", "($a < $b)"},

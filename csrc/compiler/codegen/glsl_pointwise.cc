@@ -61,6 +61,7 @@ std::string pointwise_glsl(const std::string& op, const std::string& ct, const s
       {"fmod", "on_fmod($a, $b)"},
       {"remainder", "on_remainder($a, $b)"},
       {"atan2", "atan($a, $b)"},
+      {"hypot", "on_hypot($a, $b)"},
       {"eq", "($a == $b)"},
       {"ne", "($a != $b)"},
       {"lt", "($a < $b)"},
@@ -78,7 +79,8 @@ std::string pointwise_glsl(const std::string& op, const std::string& ct, const s
   // GLSL has these in float32 only, and the prelude has no float64 versions
   // of them (it has exp, log, pow, tanh and their kin: glsl_prelude_fp64.cc).
   static const std::set<std::string> float_only = {"sin",  "cos",  "tan",   "asin",  "acos", "atan",
-                                                   "asinh", "acosh", "atanh", "erf", "erfc", "atan2"};
+                                                   "asinh", "acosh", "atanh", "erf", "erfc", "atan2",
+                                                   "hypot"};
   // Integer operands of ops GLSL defines on floats only.
   static const std::set<std::string> no_integer = {"isnan"};
   if (op == "signbit")  // the sign bit itself: set for -0.0 and negative NaN

@@ -389,6 +389,18 @@ int64_t on_pow(int64_t a, int64_t b) {
   }
   return int64_t(result);
 }
+// sqrt(a^2 + b^2) without overflow or underflow on the way (the larger
+// magnitude factored out); infinity wins over NaN, as C's hypot.
+float on_hypot(float a, float b) {
+  a = abs(a);
+  b = abs(b);
+  if (isinf(a) || isinf(b)) return ON_INF;
+  if (isnan(a) || isnan(b)) return ON_NAN;
+  const float big = max(a, b), small = min(a, b);
+  if (big == 0.0) return 0.0;
+  const float r = small / big;
+  return big * sqrt(1.0 + r * r);
+}
 float on_fmod(float a, float b) { return b == 0.0 || isinf(a) ? ON_NAN : isinf(b) ? a : a - b * trunc(a / b); }
 #ifdef ON_FP64
 double on_fmod(double a, double b) { return b == 0.0LF ? double(ON_NAN) : a - b * trunc(a / b); }

@@ -37,6 +37,7 @@ const std::map<std::string, PointwiseLowering>& pointwise_table() {
       {"aten.maximum", {"maximum", 2, false}}, {"aten.minimum", {"minimum", 2, false}},
       {"aten.pow", {"pow", 2, false}},       {"aten.fmod", {"fmod", 2, false}},
       {"aten.remainder", {"remainder", 2, false}}, {"aten.atan2", {"atan2", 2, false}},
+      {"aten.hypot", {"hypot", 2, false}},
       {"aten.clamp_min", {"maximum", 2, false}}, {"aten.clamp_max", {"minimum", 2, false}},
       {"aten.eq", {"eq", 2, true}},  {"aten.ne", {"ne", 2, true}},
       {"aten.lt", {"lt", 2, true}},  {"aten.le", {"le", 2, true}},
