@@ -679,3 +679,21 @@ def test_hypot_is_a_device_kernel():
     want = torch.hypot(a.double(), b.double())[4:]
     assert ((got[4:].double() - want).abs() / want).max() < 2.5 * torch.finfo(torch.float32).eps
     """)
+
+
+def test_bitwise_shifts_are_device_kernels():
+    # << and >> (quantized weights are unpacked with them) as generated
+    # kernels with the CPU's semantics per width: a count that is negative
+    # or past the width gives 0 (left) or the sign (right); fused chains too.
+    run_on_every_driver("""
+    import torch
+    torch.manual_seed(0)
+    d = "neuron"
+    for dt in (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64):
+        lo, hi = (-2**62, 2**62) if dt == torch.int64 else (torch.iinfo(dt).min, torch.iinfo(dt).max)
+        a = torch.randint(lo, hi, (4096,), dtype=dt)
+        b = torch.randint(0 if dt == torch.uint8 else -3, 70, (4096,), dtype=dt)
+        for name, f in (("<<", lambda x, y: x << y), (">>", lambda x, y: x >> y), ("<< 3", lambda x, y: x << 3),
+                        ("unpack", lambda x, y: ((x >> 4) & 0xF) + (x << 1))):
+            assert torch.equal(f(a.to(d), b.to(d)).cpu(), f(a, b)), (dt, name)
+    """)

@@ -443,6 +443,13 @@ int64_t on_bitwise_or(int64_t a, int64_t b) { return a | b; }
 bool on_bitwise_or(bool a, bool b) { return a || b; }
 int64_t on_bitwise_xor(int64_t a, int64_t b) { return a ^ b; }
 bool on_bitwise_xor(bool a, bool b) { return a != b; }
+// The CPU's shifts of a `bits`-wide integer (held as int64): a count that is
+// negative or past the width gives 0 (left) or the sign (right, `largest`
+// being the width less the sign bit).
+int64_t on_shift_left(int64_t a, int64_t b, int bits) { return b < 0L || b >= int64_t(bits) ? 0L : a << b; }
+int64_t on_shift_right(int64_t a, int64_t b, int largest) {
+  return b < 0L || b >= int64_t(largest) ? a >> largest : a >> b;
+}
 
 // bfloat16 lives in buffers as its bits (no GLSL type): widened exactly,
 // narrowed with round-to-nearest-even (NaN stays NaN).

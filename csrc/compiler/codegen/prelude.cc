@@ -179,6 +179,13 @@ static inline int64_t on_bitwise_or(int64_t a, int64_t b) { return a | b; }
 static inline bool on_bitwise_or(bool a, bool b) { return a || b; }
 static inline int64_t on_bitwise_xor(int64_t a, int64_t b) { return a ^ b; }
 static inline bool on_bitwise_xor(bool a, bool b) { return a != b; }
+// The CPU's shifts of a `bits`-wide integer (held as int64): a count that is
+// negative or past the width gives 0 (left) or the sign (right, `largest`
+// being the width less the sign bit).
+static inline int64_t on_shift_left(int64_t a, int64_t b, int bits) {
+  return b < 0 || b >= bits ? 0 : static_cast<int64_t>(static_cast<uint64_t>(a) << b);
+}
+static inline int64_t on_shift_right(int64_t a, int64_t b, int largest) { return b < 0 || b >= largest ? a >> largest : a >> b; }
 )PRELUDE";
 
 }  // namespace openneuron::compiler

@@ -38,6 +38,8 @@ const std::map<std::string, PointwiseLowering>& pointwise_table() {
       {"aten.pow", {"pow", 2, false}},       {"aten.fmod", {"fmod", 2, false}},
       {"aten.remainder", {"remainder", 2, false}}, {"aten.atan2", {"atan2", 2, false}},
       {"aten.hypot", {"hypot", 2, false}},
+      {"aten.bitwise_left_shift", {"bitwise_shl", 2, false}}, {"aten.__lshift__", {"bitwise_shl", 2, false}},
+      {"aten.bitwise_right_shift", {"bitwise_shr", 2, false}}, {"aten.__rshift__", {"bitwise_shr", 2, false}},
       {"aten.clamp_min", {"maximum", 2, false}}, {"aten.clamp_max", {"minimum", 2, false}},
       {"aten.eq", {"eq", 2, true}},  {"aten.ne", {"ne", 2, true}},
       {"aten.lt", {"lt", 2, true}},  {"aten.le", {"le", 2, true}},

@@ -431,6 +431,14 @@ class Lowerer {
         ops[1].scalar *= a.scalar;
       }
     }
+    // Shifts depend on the result's width (a count past it gives 0, or the
+    // sign for a right shift, as the CPU's kernels): "bitwise_shl32",
+    // "bitwise_shr31" (the largest count a signed int32 shifts by).
+    if (op == "bitwise_shl" || op == "bitwise_shr") {
+      if (!is_integral(m.dtype)) throw UnsupportedError("shift of a non-integer result");
+      const int bits = m.dtype == DType::Int64 ? 64 : m.dtype == DType::Int32 ? 32 : m.dtype == DType::Int16 ? 16 : 8;
+      op += std::to_string(op == "bitwise_shl" || m.dtype == DType::UInt8 ? bits : bits - 1);
+    }
     if (op == "div") {
       const Json& mode = kwargs.get("rounding_mode");
       if (mode.is_string()) op = mode.as_string() == "trunc" ? "div_trunc" : "div_floor";
