@@ -538,6 +538,7 @@ def test_cpu_zero_dim_tensors_are_scalars_on_the_device():
     float64), in place and out= too; no CPU fallback."""
     code = """
     import torch
+    torch.manual_seed(0)
     x = torch.randn(3, 4)
     i = torch.arange(12, dtype=torch.int32).view(3, 4)
     calls = [
@@ -552,10 +553,13 @@ def test_cpu_zero_dim_tensors_are_scalars_on_the_device():
         lambda x, i: x.clone().add_(torch.tensor(1.0)),
         lambda x, i: torch.mul(x, torch.tensor(3.0), out=torch.empty_like(x)),
     ]
-    for f in calls:
+    for k, f in enumerate(calls):
         want, got = f(x, i), f(x.to("neuron"), i.to("neuron"))
         assert got.device.type == "neuron" and got.dtype == want.dtype, (want.dtype, got.dtype)
-        torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)
+        # pow by a tensor exponent is a general pow on both sides (not x * x):
+        # the device's and the CPU's round one ulp apart in a few per cent.
+        exact = k != 7
+        torch.testing.assert_close(got.cpu(), want, rtol=0 if exact else None, atol=0 if exact else None)
     assert torch.neuron.fallback_report() == [], torch.neuron.fallback_report()
     """
     run_on_every_driver(code)
