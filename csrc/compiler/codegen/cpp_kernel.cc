@@ -47,6 +47,11 @@ std::string literal(double v, bool is_int, DType ct) {
   return "static_cast<" + t + ">(" + buf + ")";
 }
 
+// A float value rounded to a 16-bit float `d` and back, as storing it does.
+std::string rounded_16bit(const std::string& v, DType d) {
+  return "static_cast<float>(static_cast<" + std::string(storage_ctype(d)) + ">(" + v + "))";
+}
+
 bool costly(const Node* n) {
   static const std::set<std::string> ops = {
       "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh", "sigmoid", "erf", "erfc", "sin",
@@ -244,7 +249,7 @@ class KernelWriter {
     // An eager op's 16-bit float result, rounded as its stored value is
     // (Node::rounds_to_dtype).
     if (n->rounds_to_dtype && (n->dtype == DType::Float16 || n->dtype == DType::BFloat16))
-      expr = "static_cast<float>(static_cast<" + std::string(storage_ctype(n->dtype)) + ">(" + expr + "))";
+      expr = rounded_16bit(expr, n->dtype);
     std::string var = fresh();
     line("const " + value_type(n) + " " + var + " = " + expr + ";");
     scopes_.back()[key] = var;
@@ -321,7 +326,7 @@ class KernelWriter {
     std::string r = pointwise_cpp(n->op, ct, args[0], args[1], args[2]);
     std::string vt = value_type(n);
     if (n->op == "identity" && (n->dtype == DType::Float16 || n->dtype == DType::BFloat16))
-      return "static_cast<float>(static_cast<" + std::string(storage_ctype(n->dtype)) + ">(" + r + "))";
+      return rounded_16bit(r, n->dtype);
     // A narrower integer's value wraps to its type, as the stored value and
     // the CPU's arithmetic in that type do (uint8 200 + 200 is 144, also
     // when fused into a cast to float).

@@ -79,10 +79,7 @@ std::string pointwise_cpp(const std::string& op, const std::string& ct, const st
     return ct == "float" || ct == "double" ? fill_op_pattern("on_signbit($a)", ct, a, b, c)
            : ct == "bool"                  ? "false"
                                            : fill_op_pattern("($a < ($t)0)", ct, a, b, c);
-  // bitwise_shl<bits>, bitwise_shr<largest count> (lower.cc).
-  if (op.rfind("bitwise_sh", 0) == 0)
-    return fill_op_pattern(std::string(op[10] == 'l' ? "on_shift_left" : "on_shift_right") + "($a, $b, " +
-                               op.substr(11) + ")", ct, a, b, c);
+  if (const std::string shift = shift_pattern(op); !shift.empty()) return fill_op_pattern(shift, ct, a, b, c);
   auto it = patterns.find(op);
   if (it == patterns.end()) throw CompileError("no code pattern for pointwise op " + op);
   return fill_op_pattern(it->second, ct, a, b, c);

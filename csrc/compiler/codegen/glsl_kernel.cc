@@ -260,18 +260,20 @@ class GlslKernelWriter {
     const std::string rt = yields_bool(n->op) ? "bool" : ct;
     const std::string vt = value_type(n);
     // A cast to a 16-bit float rounds to it, as the stored value would be.
-    if (n->op == "identity" && n->dtype == DType::Float16) return "float(float16_t(" + r + "))";
-    if (n->op == "identity" && n->dtype == DType::BFloat16) return "on_bf16_load(on_bf16_store(" + r + "))";
+    if (n->op == "identity" && (n->dtype == DType::Float16 || n->dtype == DType::BFloat16))
+      return rounded_16bit(r, n->dtype);
     return wrap_to_dtype(convert(r, rt, vt), n->dtype);
   }
 
+  // A float value rounded to a 16-bit float `d` and back, as storing it does.
+  static std::string rounded_16bit(const std::string& v, DType d) {
+    return d == DType::Float16 ? "float(float16_t(" + v + "))" : "on_bf16_load(on_bf16_store(" + v + "))";
+  }
   // An eager op's 16-bit float result, rounded as its stored value is
   // (Node::rounds_to_dtype).
   static std::string rounded_to_dtype(const Node* n, const std::string& v) {
-    if (!n->rounds_to_dtype) return v;
-    if (n->dtype == DType::Float16) return "float(float16_t(" + v + "))";
-    if (n->dtype == DType::BFloat16) return "on_bf16_load(on_bf16_store(" + v + "))";
-    return v;
+    const bool sixteen_bit = n->dtype == DType::Float16 || n->dtype == DType::BFloat16;
+    return n->rounds_to_dtype && sixteen_bit ? rounded_16bit(v, n->dtype) : v;
   }
 
   // A narrower integer's value (held as int64) wrapped to its type, as the

@@ -59,17 +59,16 @@ void GlslTarget::build(const std::string& source, const std::string& output) con
     entries.push_back(std::move(entry));
     at = next;
   }
-  // Compiled at build time (glsl_gemm_coop.h); its pipeline is only ever
-  // created on a device with cooperative matrices.
-  if (!glsl_coop_gemm_spirv().empty() && source.find("//@entry gemm_coop_emulated_f16 ") != std::string::npos) {
-    hal::SpirvEntry coop;
-    coop.info.name = "gemm_coop_f16";
-    coop.info.bindings = 4;
-    coop.info.scalars = 18;
-    coop.info.workgroup_size = {128, 1, 1};
-    coop.spirv = glsl_coop_gemm_spirv();
-    entries.push_back(std::move(coop));
-  }
+  // The cooperative-matrix gemm, compiled at build time (glsl_gemm_coop.h),
+  // beside its emulation in the library, with the same arguments; its
+  // pipeline is only ever created on a device with cooperative matrices.
+  for (size_t i = 0; i < entries.size() && !glsl_coop_gemm_spirv().empty(); ++i)
+    if (entries[i].info.name == "gemm_coop_emulated_f16") {
+      hal::SpirvEntry coop{entries[i].info, glsl_coop_gemm_spirv()};
+      coop.info.name = "gemm_coop_f16";
+      entries.push_back(std::move(coop));
+      break;
+    }
   try {
     hal::write_spirv_executable(output, entries);
   } catch (const std::exception& e) {
@@ -91,11 +90,14 @@ std::array<int64_t, 3> GlslTarget::launch_grid(const KernelGroup&) const {
 std::vector<std::pair<std::string, std::string>> GlslTarget::cache_key_parts() const {
   unsigned int version = 0, revision = 0;
   shaderc_get_spv_version(&version, &revision);
-  const std::vector<uint32_t>& coop = glsl_coop_gemm_spirv();
+  static const std::string coop_digest = [] {
+    const std::vector<uint32_t>& coop = glsl_coop_gemm_spirv();
+    return coop.empty() ? std::string("none")
+                        : sha256_hex(std::string_view(reinterpret_cast<const char*>(coop.data()), coop.size() * 4));
+  }();
   return {{"shaderc_spirv", std::to_string(version) + "." + std::to_string(revision)},
           {"glsl_header", sha256_hex(kGlslHeader)}, {"glsl_fp64", fp64_ ? "1" : "0"},
-          {"coop_gemm_spirv", coop.empty() ? "none" : sha256_hex(std::string(reinterpret_cast<const char*>(coop.data()),
-                                                                             coop.size() * 4))}};
+          {"coop_gemm_spirv", coop_digest}};
 }
 
 }  // namespace openneuron::compiler

@@ -20,4 +20,14 @@ inline std::string fill_op_pattern(const std::string& pattern, const std::string
   return out;
 }
 
+// The pattern of a shift whose IR op names the width (lower.cc:
+// "bitwise_shl32", "bitwise_shr31"): the prelude's on_shift_left/right,
+// which both targets define; "" for any other op.
+inline std::string shift_pattern(const std::string& op) {
+  const std::string left = "bitwise_shl", right = "bitwise_shr";
+  if (op.rfind(left, 0) == 0) return "on_shift_left($a, $b, " + op.substr(left.size()) + ")";
+  if (op.rfind(right, 0) == 0) return "on_shift_right($a, $b, " + op.substr(right.size()) + ")";
+  return "";
+}
+
 }  // namespace openneuron::compiler

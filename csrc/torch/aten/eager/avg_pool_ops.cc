@@ -1,6 +1,7 @@
 #include "torch/aten/eager/avg_pool_ops.h"
 
 #include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
 
 #include <algorithm>
 #include <optional>
@@ -90,9 +91,8 @@ int64_t pad_after(const Pool& p, int d) {
   return std::max<int64_t>(p.pad[d], (p.out[d] - 1) * p.stride[d] + p.kernel[d] - p.pad[d] - p.in[d]);
 }
 
-at::ScalarType compute_type(const Tensor& t) {
-  return t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16 ? at::kFloat : t.scalar_type();
-}
+// The dtype the CPU kernel sums in: float for 16-bit inputs.
+at::ScalarType compute_type(const Tensor& t) { return at::toOpMathType(t.scalar_type()); }
 
 // A floating tensor on a neuron device with elements, or with none only
 // along the batch dim (the CPU raises for other empty dims).

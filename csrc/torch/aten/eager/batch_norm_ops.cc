@@ -1,6 +1,7 @@
 #include "torch/aten/eager/batch_norm_ops.h"
 
 #include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
 
 #include <array>
 #include <string>
@@ -21,7 +22,7 @@ Tensor optional_tensor(const c10::IValue& v) { return v.isTensor() ? v.toTensor(
 bool sixteen_bit(const Tensor& t) { return t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16; }
 
 // The dtype the CPU kernel computes in: float for 16-bit inputs.
-at::ScalarType compute_type(const Tensor& input) { return sixteen_bit(input) ? at::kFloat : input.scalar_type(); }
+at::ScalarType compute_type(const Tensor& input) { return at::toOpMathType(input.scalar_type()); }
 
 // The parameters' dtype (saved statistics and parameter gradients are in
 // it): the first defined one's, else the input's.
