@@ -37,6 +37,9 @@ std::string pointwise_glsl(const std::string& op, const std::string& ct, const s
       {"atanh", "on_atanh($a)"},
       {"erf", "on_erf($a)"},
       {"erfc", "on_erfc($a)"},
+      {"erfinv", "on_erfinv($a)"},
+      {"lgamma", "on_lgamma($a)"},
+      {"digamma", "on_digamma($a)"},
       {"sigmoid", "on_sigmoid($a)"},
       {"reciprocal", "on_div($t(1), $a)"},
       {"sign", "on_sign($a)"},
@@ -80,7 +83,7 @@ std::string pointwise_glsl(const std::string& op, const std::string& ct, const s
   // of them (it has exp, log, pow, tanh and their kin: glsl_prelude_fp64.cc).
   static const std::set<std::string> float_only = {"sin",  "cos",  "tan",   "asin",  "acos", "atan",
                                                    "asinh", "acosh", "atanh", "erf", "erfc", "atan2",
-                                                   "hypot"};
+                                                   "hypot", "erfinv", "lgamma", "digamma"};
   // Integer operands of ops GLSL defines on floats only.
   static const std::set<std::string> no_integer = {"isnan"};
   if (op == "signbit")  // the sign bit itself: set for -0.0 and negative NaN

@@ -186,6 +186,62 @@ static inline int64_t on_shift_left(int64_t a, int64_t b, int bits) {
   return b < 0 || b >= bits ? 0 : static_cast<int64_t>(static_cast<uint64_t>(a) << b);
 }
 static inline int64_t on_shift_right(int64_t a, int64_t b, int largest) { return b < 0 || b >= largest ? a >> largest : a >> b; }
+// digamma as ATen's CPU kernel computes it (Cephes' algorithm): x moved up
+// to 10 by psi(x) = psi(x + 1) - 1 / x, then the asymptotic series in
+// 1 / x^2 (Bernoulli numbers B_2k / 2k, highest first); negative x by the
+// reflection formula, pi / tan(pi r) from x's fraction r in double.
+template <typename T> static inline T on_digamma(T x) {
+  if (x == T(0)) return std::copysign(std::numeric_limits<T>::infinity(), -x);
+  T reflection = 0;
+  if (x < T(0)) {
+    if (x == std::trunc(x)) return std::numeric_limits<T>::quiet_NaN();
+    const double r = static_cast<double>(x) - std::trunc(static_cast<double>(x));
+    reflection = static_cast<T>(3.14159265358979323846 / std::tan(3.14159265358979323846 * r));
+    x = T(1) - x;
+  }
+  T result = 0;
+  while (x < T(10)) {
+    result -= T(1) / x;
+    x += T(1);
+  }
+  if (x == T(10)) return result + T(2.25175258906672110764) - reflection;
+  T y = 0;
+  if (x < T(1e17)) {
+    const T z = T(1) / (x * x);
+    T p = T(1.0 / 12.0);
+    p = p * z + T(-691.0 / 32760.0);
+    p = p * z + T(1.0 / 132.0);
+    p = p * z + T(-1.0 / 240.0);
+    p = p * z + T(1.0 / 252.0);
+    p = p * z + T(-1.0 / 120.0);
+    p = p * z + T(1.0 / 12.0);
+    y = z * p;
+  }
+  return result + std::log(x) - T(0.5) / x - y - reflection;
+}
+// The inverse error function as ATen's CPU kernel computes it: a rational
+// first guess (Pavlis' central and tail fits), then two Newton steps on erf.
+template <typename T> static inline T on_erfinv(T y) {
+  const T a = std::abs(y);
+  if (a > T(1)) return std::numeric_limits<T>::quiet_NaN();
+  if (a == T(1)) return std::copysign(std::numeric_limits<T>::infinity(), y);
+  T x;
+  if (a <= T(0.7)) {
+    const T z = y * y;
+    const T num = ((T(-0.140543331) * z + T(0.914624893)) * z + T(-1.645349621)) * z + T(0.886226899);
+    const T den = (((T(0.012229801) * z + T(-0.329097515)) * z + T(1.442710462)) * z + T(-2.118377725)) * z + T(1);
+    x = y * num / den;
+  } else {
+    const T z = std::sqrt(-std::log((T(1) - a) / T(2)));
+    const T num = ((T(1.641345311) * z + T(3.429567803)) * z + T(-1.624906493)) * z + T(-1.970840454);
+    const T den = (T(1.637067800) * z + T(3.543889200)) * z + T(1);
+    x = std::copysign(num, y) / den;
+  }
+  const T two_over_sqrt_pi = T(1.12837916709551257390);
+  x = x - (std::erf(x) - y) / (two_over_sqrt_pi * std::exp(-x * x));
+  x = x - (std::erf(x) - y) / (two_over_sqrt_pi * std::exp(-x * x));
+  return x;
+}
 )PRELUDE";
 
 }  // namespace openneuron::compiler

@@ -25,6 +25,8 @@ const std::map<std::string, PointwiseLowering>& pointwise_table() {
       {"aten.asinh", {"asinh", 1, false}},   {"aten.acosh", {"acosh", 1, false}},
       {"aten.atanh", {"atanh", 1, false}},   {"aten.erf", {"erf", 1, false}},
       {"aten.erfc", {"erfc", 1, false}},     {"aten.sigmoid", {"sigmoid", 1, false}},
+      {"aten.erfinv", {"erfinv", 1, false}}, {"aten.lgamma", {"lgamma", 1, false}},
+      {"aten.digamma", {"digamma", 1, false}},
       {"aten.reciprocal", {"reciprocal", 1, false}}, {"aten.sign", {"sign", 1, false}},
       {"aten.floor", {"floor", 1, false}},   {"aten.ceil", {"ceil", 1, false}},
       {"aten.trunc", {"trunc", 1, false}},   {"aten.round", {"round", 1, false}},
