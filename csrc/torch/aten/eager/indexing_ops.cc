@@ -405,17 +405,22 @@ bool sort_op(const c10::OperatorHandle& op, c10::DeviceIndex device, torch::jit:
   }
   // The meta function raises the CPU's errors for a dim out of range.
   std::vector<at::Tensor> outs = eager_outputs(op, eager_op(op), device, args);
-  for (const auto& t : outs)
-    if (!t.is_contiguous()) return false;
+  // The kernels write dense lines: outputs strided as a transposed input
+  // (the meta function keeps its layout) are written through dense copies.
+  std::vector<at::Tensor> dense_outs;
+  for (const auto& t : outs) dense_outs.push_back(t.is_contiguous() ? t : empty_on(t, t.sizes(), t.scalar_type()));
   const c10::IntArrayRef sizes = self.dim() ? self.sizes() : c10::IntArrayRef({1});
   const int64_t dim = c10::maybe_wrap_dim(dim_arg, static_cast<int64_t>(sizes.size()));
   const int64_t kept = form == SortForm::topk ? args[1].toInt() : sizes[dim];
   if (merge) {
-    if (self.numel() > 0 && kept > 0 && !merge_sort(self, dim, descending, kept, outs, device, suffix)) return false;
+    if (self.numel() > 0 && kept > 0 && !merge_sort(self, dim, descending, kept, dense_outs, device, suffix))
+      return false;
   } else if (self.numel() > 0 && kept > 0)
-    launch_compiled_kernel(k.kernel, {dense(self), outs[0], outs[1]},
+    launch_compiled_kernel(k.kernel, {dense(self), dense_outs[0], dense_outs[1]},
                            {prod(sizes, 0, dim), sizes[dim], prod(sizes, dim + 1, sizes.size()), descending,
                             form == SortForm::topk ? kept : stable ? -2 : -1});
+  for (size_t i = 0; i < outs.size(); ++i)
+    if (!dense_outs[i].is_same(outs[i])) TORCH_CHECK(copy_as_eager_kernel(outs[i], dense_outs[i]), "neuron: copy failed");
   finish_op(stack, args.size(), std::move(outs));
   return true;
 }

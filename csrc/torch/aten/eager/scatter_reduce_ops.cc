@@ -159,30 +159,59 @@ bool index_shapes_fit(const Tensor& self, int64_t dim, const Tensor& index, cons
   return source.size(dim) == index.numel();
 }
 
+// What index_add and index_copy scatter: the tensor written (target_of's),
+// its view of rank 1 at least, source's values and the index spread over
+// them along dim; nullopt where the kernel does not take the call.
+struct IndexScatter {
+  Tensor target, flat, spread, values;
+  int64_t dim;
+};
+std::optional<IndexScatter> index_scatter_of(const c10::OperatorHandle& op, Args args) {
+  const Tensor self = args[0].toTensor(), index = args[2].toTensor(), source = args[3].toTensor();
+  if (!reducible(self) || index.device() != self.device() || source.device() != self.device() ||
+      source.scalar_type() != self.scalar_type())
+    return std::nullopt;
+  const int64_t dim = c10::maybe_wrap_dim(args[1].toInt(), std::max<int64_t>(self.dim(), 1));
+  const Tensor values = one_dim(source);
+  if (!index_shapes_fit(self, dim, index, source)) return std::nullopt;
+  const Tensor spread = spread_index(index, values, dim);
+  if (!scatter_fits(one_dim(self), spread, dim)) return std::nullopt;
+  std::optional<Tensor> target = target_of(op, self, args);
+  if (!target) return std::nullopt;
+  return IndexScatter{*target, one_dim(*target), spread, values, dim};
+}
+
 // index_add(self, dim, index, source, alpha) and its in-place and out=
 // forms: a scatter-add of alpha * source along the index.
 bool index_add(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   Args args = op_args(op, stack);
-  const Tensor self = args[0].toTensor(), index = args[2].toTensor(), source = args[3].toTensor();
-  if (!reducible(self) || index.device() != self.device() || source.device() != self.device() ||
-      source.scalar_type() != self.scalar_type())
-    return false;
-  const int64_t dim = c10::maybe_wrap_dim(args[1].toInt(), std::max<int64_t>(self.dim(), 1));
-  const Tensor values = one_dim(source);
-  if (!index_shapes_fit(self, dim, index, source)) return false;
-  const Tensor spread = spread_index(index, values, dim);
-  if (!scatter_fits(one_dim(self), spread, dim)) return false;
-  std::optional<Tensor> target = target_of(op, self, args);
-  if (!target) return false;
-  Tensor flat = one_dim(*target);
+  std::optional<IndexScatter> s = index_scatter_of(op, args);
+  if (!s) return false;
   const c10::Scalar alpha = args[4].toScalar();
-  const Tensor scaled = alpha.equal(1) ? values : values.mul(alpha);
+  const Tensor scaled = alpha.equal(1) ? s->values : s->values.mul(alpha);
   try {
-    TORCH_CHECK(scatter_on_device(flat, dim, spread, scaled, ScatterMode::add));
+    TORCH_CHECK(scatter_on_device(s->flat, s->dim, s->spread, scaled, ScatterMode::add));
   } catch (const c10::IndexError&) {
     TORCH_CHECK_INDEX(false, "index out of range in self");
   }
-  finish_op(stack, args.size(), {*target});
+  finish_op(stack, args.size(), {s->target});
+  return true;
+}
+
+// index_copy(self, dim, index, source) and its in-place and out= forms
+// (a static KV cache writes its new positions with it): a scatter of
+// source's slices along the index, a repeated index keeping the last.
+bool index_copy(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  Args args = op_args(op, stack);
+  if (args[2].toTensor().scalar_type() != at::kLong) return false;  // int32: the fallback raises the CPU's error
+  std::optional<IndexScatter> s = index_scatter_of(op, args);
+  if (!s) return false;
+  try {
+    TORCH_CHECK(scatter_on_device(s->flat, s->dim, s->spread, s->values, ScatterMode::assign));
+  } catch (const c10::IndexError& e) {
+    TORCH_CHECK_INDEX(false, "index_copy_(): ", e.msg());
+  }
+  finish_op(stack, args.size(), {s->target});
   return true;
 }
 
@@ -219,7 +248,8 @@ const std::unordered_map<std::string, Handler>& handlers() {
       {"aten::scatter_reduce.two_out", scatter_reduce}, {"aten::index_add", index_add},
       {"aten::index_add_", index_add}, {"aten::index_add.out", index_add},
       {"aten::index_reduce", index_reduce}, {"aten::index_reduce_", index_reduce},
-      {"aten::index_reduce.out", index_reduce},
+      {"aten::index_reduce.out", index_reduce}, {"aten::index_copy", index_copy},
+      {"aten::index_copy_", index_copy}, {"aten::index_copy.out", index_copy},
   };
   return *table;
 }
