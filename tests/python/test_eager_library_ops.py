@@ -874,3 +874,29 @@ def test_cumulative_max_min_and_logcumsumexp_on_the_device():
     gd.cummax(1).values.sum().backward()
     torch.testing.assert_close(gd.grad.cpu(), g.grad)
     """)
+
+
+def test_histc_on_the_device():
+    # histc (transformers' mixture-of-experts layers count tokens per expert
+    # with it on every forward) took the CPU fallback: now device ops with
+    # the CPU kernel's binning (its linear guess in the input's dtype, the
+    # top edge in the last bin, NaN and values out of range dropped, the
+    # data's range where min == max) and CUDA's for integers.
+    run_on_every_driver("""
+    import pytest
+    import torch
+    torch.manual_seed(0)
+    d = "neuron"
+    cases = [(torch.randn(10000), 100, 0, 0), (torch.randn(10000), 7, -1, 1), (torch.rand(1000) * 10, 10, 0, 10),
+             (torch.arange(0, 10.0), 10, 0, 9), (torch.tensor([1., 2., float("nan"), 3.]), 4, 0, 4),
+             (torch.randn(3000).double(), 33, -2, 2), (torch.randn(500).half(), 20, 0, 0),
+             (torch.randn(500).bfloat16(), 20, -3, 3), (torch.tensor([2.5]), 5, 0, 0), (torch.empty(0), 3, 0, 0)]
+    for x, bins, lo, hi in cases:
+        assert torch.equal(torch.histc(x.to(d), bins, lo, hi).cpu(), torch.histc(x, bins, lo, hi)), (x.dtype, bins)
+    experts = torch.randint(0, 8, (1000,))
+    assert torch.equal(torch.histc(experts.to(d), 8, 0, 7).cpu(), torch.bincount(experts, minlength=8))
+    with pytest.raises(RuntimeError, match="max must be larger than min"):
+        torch.histc(torch.randn(4, device=d), 3, 2, 1)
+    with pytest.raises(RuntimeError, match="is not finite"):
+        torch.histc(torch.randn(4, device=d), 3, float("-inf"), 1)
+    """)

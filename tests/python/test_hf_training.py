@@ -6,6 +6,7 @@ empty caches (cold) and again in another (warm, loading saved frames), each
 matching the same steps run eagerly; then backend="eager" and Inductor
 compile GPT-2 on the CPU in the cold process."""
 import json
+import textwrap
 
 import pytest
 
@@ -133,23 +134,28 @@ def test_hf_training_steps_compiled_cold_and_warm(tmp_path):
     assert runs["cold"]["gpt2 cpu eager"]["saved_frames_flag"] is False
 
 
+# Tiny Mixtral and Qwen2-MoE models (`makers`), for the scripts below.
+MOE_MODELS = """
+import torch, warnings
+import transformers as tf
+warnings.simplefilter("ignore")
+tf.utils.logging.set_verbosity_error()
+tiny = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+            vocab_size=96, max_position_embeddings=64, num_key_value_heads=2)
+makers = {
+    "mixtral": lambda: tf.MixtralForCausalLM(tf.MixtralConfig(**tiny, num_local_experts=4, num_experts_per_tok=2)),
+    "qwen2_moe": lambda: tf.Qwen2MoeForCausalLM(tf.Qwen2MoeConfig(
+        **tiny, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+        shared_expert_intermediate_size=32)),
+}
+"""
+
+
 def test_moe_models_match_cpu_eagerly():
     """Mixtral and Qwen2-MoE route tokens with torch.histc on integer expert
     indices on any device but the CPU (CUDA supports it, ATen's CPU kernel
     does not): on neuron they train as on the CPU, forward and backward."""
-    proc = run_python("""
-        import torch, warnings
-        import transformers as tf
-        warnings.simplefilter("ignore")
-        tf.utils.logging.set_verbosity_error()
-        tiny = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                    vocab_size=96, max_position_embeddings=64, num_key_value_heads=2)
-        makers = {
-            "mixtral": lambda: tf.MixtralForCausalLM(tf.MixtralConfig(**tiny, num_local_experts=4, num_experts_per_tok=2)),
-            "qwen2_moe": lambda: tf.Qwen2MoeForCausalLM(tf.Qwen2MoeConfig(
-                **tiny, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
-                shared_expert_intermediate_size=32)),
-        }
+    proc = run_python(MOE_MODELS + textwrap.dedent("""
         for name, make in makers.items():
             torch.manual_seed(0)
             model = make()
@@ -165,5 +171,24 @@ def test_moe_models_match_cpu_eagerly():
                 (g is None and p.grad is None) or torch.allclose(p.grad.cpu(), g, atol=1e-5)
                 for p, g in zip(model.parameters(), grads))
             print(name, same)
-    """, timeout=300)
+    """), timeout=300)
     assert proc.stdout.split() == ["mixtral", "True", "qwen2_moe", "True"], proc.stderr[-2000:]
+
+
+def test_moe_models_in_16_bits_run_on_the_device():
+    """Mixtral and Qwen2-MoE in bfloat16 and float16 on protected with the
+    CPU fallback forbidden: their histc, topk and index_add_ of 16-bit
+    values took it before; logits within about an ulp of the CPU's."""
+    proc = run_python(MOE_MODELS + textwrap.dedent("""
+        for name, make in makers.items():
+            for dtype in (torch.bfloat16, torch.float16):
+                torch.manual_seed(0)
+                model = make().to(dtype).eval()
+                ids = torch.randint(0, 96, (2, 12))
+                with torch.no_grad():
+                    want = model(input_ids=ids).logits.float()
+                    got = model.to("neuron")(input_ids=ids.to("neuron")).logits.float().cpu()
+                close = (got - want).abs().max().item() <= 4 * torch.finfo(dtype).eps * want.abs().max().item()
+                print(name, close)
+    """), env={"OPENNEURON_DRIVER": "protected", "OPENNEURON_CPU_FALLBACK": "error"}, timeout=300)
+    assert proc.stdout.split() == ["mixtral", "True"] * 2 + ["qwen2_moe", "True"] * 2, proc.stderr[-2000:]

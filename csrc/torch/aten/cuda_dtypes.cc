@@ -172,29 +172,6 @@ bool run_widened(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   return true;
 }
 
-// CUDA's histc of an integer tensor: bounds truncated to integers, the data's
-// own range when they are equal, and bins found with integer arithmetic
-// (floor((x - min) * bins / (max - min)), the top edge in the last bin).
-at::Tensor histc_of_integers(const at::Tensor& self, int64_t bins,
-                             const at::Scalar& min, const at::Scalar& max) {
-  TORCH_CHECK(bins > 0, "torch.histc: bins must be > 0, but got ", bins, " for bins");
-  int64_t lo = min.to<int64_t>(), hi = max.to<int64_t>();
-  TORCH_CHECK(lo <= hi, "torch.histc: max must be larger than min");
-  if (lo == hi && self.numel() > 0) {
-    lo = self.min().item<int64_t>();
-    hi = self.max().item<int64_t>();
-  }
-  if (lo == hi) {
-    lo -= 1;
-    hi += 1;
-  }
-  const at::Tensor x = self.reshape({-1}).to(at::kLong);
-  const at::Tensor in_range = x.ge(lo).logical_and(x.le(hi));
-  const at::Tensor bin =
-      x.sub(lo).mul(bins).div(hi - lo, "floor").clamp_max(bins - 1);
-  return at::bincount(bin.masked_select(in_range), {}, bins).to(self.scalar_type());
-}
-
 // CUDA's nansum of complex numbers: an element with a NaN part counts as 0.
 at::Tensor nansum_of_complex(const at::Tensor& self, at::OptionalIntArrayRef dim,
                              bool keepdim, std::optional<ScalarType> dtype) {
@@ -236,6 +213,29 @@ bool emulate(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }
 
 }  // namespace
+
+// CUDA's histc of an integer tensor: bounds truncated to integers, the data's
+// own range when they are equal, and bins found with integer arithmetic
+// (floor((x - min) * bins / (max - min)), the top edge in the last bin).
+at::Tensor histc_of_integers(const at::Tensor& self, int64_t bins,
+                             const at::Scalar& min, const at::Scalar& max) {
+  TORCH_CHECK(bins > 0, "torch.histc: bins must be > 0, but got ", bins, " for bins");
+  int64_t lo = min.to<int64_t>(), hi = max.to<int64_t>();
+  TORCH_CHECK(lo <= hi, "torch.histc: max must be larger than min");
+  if (lo == hi && self.numel() > 0) {
+    lo = self.min().item<int64_t>();
+    hi = self.max().item<int64_t>();
+  }
+  if (lo == hi) {
+    lo -= 1;
+    hi += 1;
+  }
+  const at::Tensor x = self.reshape({-1}).to(at::kLong);
+  const at::Tensor in_range = x.ge(lo).logical_and(x.le(hi));
+  const at::Tensor bin =
+      x.sub(lo).mul(bins).div(hi - lo, "floor").clamp_max(bins - 1);
+  return at::bincount(bin.masked_select(in_range), {}, bins).to(self.scalar_type());
+}
 
 bool is_cpu_dtype_gap(const c10::OperatorHandle& op, const c10::Error& error) {
   // MKL's FFT kernels fail on ComplexHalf and Half with assertions of their own.

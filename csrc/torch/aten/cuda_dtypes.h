@@ -26,4 +26,8 @@ struct CpuDtypeGap {};
 bool run_with_cuda_dtypes(const c10::OperatorHandle& op,
                           torch::jit::Stack* stack);
 
+// CUDA's histc of an integer tensor, as device ops (integer arithmetic,
+// the data's range where min == max).
+at::Tensor histc_of_integers(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max);
+
 }  // namespace openneuron::integration

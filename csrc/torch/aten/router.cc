@@ -31,6 +31,7 @@
 #include "torch/aten/eager/scatter_reduce_ops.h"
 #include "torch/aten/eager/avg_pool_ops.h"
 #include "torch/aten/eager/cumulative_ops.h"
+#include "torch/aten/eager/histogram_ops.h"
 #include "torch/aten/eager/order_statistics_ops.h"
 #include "torch/aten/eager/sixteen_bit_ops.h"
 #include "torch/aten/eager/batch_norm_ops.h"
@@ -260,6 +261,7 @@ void route_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet,
          run_cat_as_copies(op, device, stack) || run_library_op(op, device, stack) || run_counting_op(op, stack) ||
          run_embedding_bag_op(op, stack) || run_scatter_reduce_op(op, stack) || run_batch_norm_op(op, stack) ||
          run_avg_pool_op(op, stack) || run_order_statistic_op(op, stack) || run_cumulative_op(op, stack) ||
+         run_histogram_op(op, stack) ||
          run_copy_op(op, device, stack) || run_convolution_op(op, stack) ||
          run_sixteen_bit_in_float32(op, stack) || run_decomposition(op, stack)))
       return;
