@@ -900,3 +900,25 @@ def test_histc_on_the_device():
     with pytest.raises(RuntimeError, match="is not finite"):
         torch.histc(torch.randn(4, device=d), 3, float("-inf"), 1)
     """)
+
+
+def test_addbmm_on_the_device():
+    # addbmm (and addbmm_) took the CPU fallback: one addmm of the batches
+    # side by side; broadcast self, beta = 0 ignoring self, every float dtype.
+    run_on_every_driver("""
+    import torch
+    torch.manual_seed(0)
+    d = "neuron"
+    for dt in (torch.float32, torch.float64, torch.bfloat16):
+        tol = dict(atol=2e-2, rtol=2e-2) if dt == torch.bfloat16 else {}
+        m, b1, b2 = torch.randn(5, 7, dtype=dt), torch.randn(3, 5, 4, dtype=dt), torch.randn(3, 4, 7, dtype=dt)
+        for beta, alpha in ((1, 1), (0.5, 2)):
+            torch.testing.assert_close(torch.addbmm(m.to(d), b1.to(d), b2.to(d), beta=beta, alpha=alpha).cpu(),
+                                       torch.addbmm(m, b1, b2, beta=beta, alpha=alpha), **tol)
+        nan = torch.full((7,), float("nan"), dtype=dt)
+        torch.testing.assert_close(torch.addbmm(nan.to(d), b1.to(d), b2.to(d), beta=0).cpu(),
+                                   torch.addbmm(nan, b1, b2, beta=0), **tol)
+        y = m.to(d)
+        y.addbmm_(b1.to(d), b2.to(d))
+        torch.testing.assert_close(y.cpu(), m.clone().addbmm_(b1, b2), **tol)
+    """)

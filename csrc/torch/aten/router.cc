@@ -20,6 +20,7 @@
 #include "torch/aten/host/cpu_views.h"
 #include "torch/aten/cuda_dtypes.h"
 #include "torch/aten/device_check.h"
+#include "torch/aten/eager/addbmm_op.h"
 #include "torch/aten/eager/eager_fusion.h"
 #include "torch/aten/eager/eager_kernel.h"
 #include "torch/aten/eager/convolution_kernels.h"
@@ -261,7 +262,7 @@ void route_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet,
          run_cat_as_copies(op, device, stack) || run_library_op(op, device, stack) || run_counting_op(op, stack) ||
          run_embedding_bag_op(op, stack) || run_scatter_reduce_op(op, stack) || run_batch_norm_op(op, stack) ||
          run_avg_pool_op(op, stack) || run_order_statistic_op(op, stack) || run_cumulative_op(op, stack) ||
-         run_histogram_op(op, stack) ||
+         run_histogram_op(op, stack) || run_addbmm_op(op, stack) ||
          run_copy_op(op, device, stack) || run_convolution_op(op, stack) ||
          run_sixteen_bit_in_float32(op, stack) || run_decomposition(op, stack)))
       return;
