@@ -21,6 +21,7 @@ bool run_addbmm_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       batch2.scalar_type() != self.scalar_type() || batch1.device() != self.device() ||
       batch2.device() != self.device() || self.device().type() != kNeuron)
     return false;
+  if (self.is_complex()) return false;  // the device gemm is real: complex keeps the fallback
   const ComposedOpScope composed;
   const int64_t b = batch1.size(0), n = batch1.size(1), m = batch1.size(2), p = batch2.size(2);
   const at::Tensor side_by_side = batch1.permute({1, 0, 2}).reshape({n, b * m});
