@@ -253,4 +253,6 @@ bool run_with_cuda_dtypes(const c10::OperatorHandle& op, torch::jit::Stack* stac
   return emulate(op, stack) || run_widened(op, stack);
 }
 
+bool run_in_wider_dtype(const c10::OperatorHandle& op, torch::jit::Stack* stack) { return run_widened(op, stack); }
+
 }  // namespace openneuron::integration

@@ -26,6 +26,12 @@ struct CpuDtypeGap {};
 bool run_with_cuda_dtypes(const c10::OperatorHandle& op,
                           torch::jit::Stack* stack);
 
+// The widening alone: `op` runs again on copies of its Half/BFloat16
+// (ComplexHalf, Bool) neuron tensors in the wider dtype, written arguments
+// receive the rounded values, results are rounded back. False, the stack
+// as it was, when no argument is of a narrow dtype.
+bool run_in_wider_dtype(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
 // CUDA's histc of an integer tensor, as device ops (integer arithmetic,
 // the data's range where min == max).
 at::Tensor histc_of_integers(const at::Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max);

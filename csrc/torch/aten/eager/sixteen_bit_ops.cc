@@ -2,13 +2,11 @@
 
 #include <ATen/ATen.h>
 
-#include <algorithm>
 #include <optional>
 #include <string>
 #include <unordered_set>
-#include <utility>
-#include <vector>
 
+#include "torch/aten/cuda_dtypes.h"
 #include "torch/aten/eager/library_kernels.h"
 #include "torch/runtime/device.h"
 
@@ -41,50 +39,18 @@ bool sixteen_bit(const at::Tensor& t) {
 
 bool run_sixteen_bit_in_float32(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!widenable(op_full_name(op))) return false;
-  const auto& arguments = op.schema().arguments();
-  c10::ArrayRef<c10::IValue> args = op_args(op, stack);
-  // One 16-bit dtype among the floating tensor arguments, all on neuron devices.
+  // One 16-bit dtype among the floating tensor arguments, all on neuron
+  // devices; float32/64 beside it is left to the CPU's dtype error.
   std::optional<at::ScalarType> narrow;
-  for (const auto& a : args) {
+  for (const auto& a : op_args(op, stack)) {
     if (!a.isTensor() || !a.toTensor().defined() || !at::isFloatingType(a.toTensor().scalar_type())) continue;
-    if (!sixteen_bit(a.toTensor())) return false;  // mixed with float32/64: the CPU's dtype error
+    if (!sixteen_bit(a.toTensor())) return false;
     if (a.toTensor().device().type() != kNeuron || (narrow && *narrow != a.toTensor().scalar_type())) return false;
     narrow = a.toTensor().scalar_type();
   }
   if (!narrow) return false;
-  torch::jit::Stack widened;
-  std::vector<std::pair<at::Tensor, at::Tensor>> written;  // (argument, its float32 copy) the op writes
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (!args[i].isTensor() || !sixteen_bit(args[i].toTensor())) {
-      widened.push_back(args[i]);
-      continue;
-    }
-    const at::Tensor& t = args[i].toTensor();
-    at::Tensor wide = t.to(at::kFloat);
-    const auto* alias = arguments[i].alias_info();
-    if (alias && alias->isWrite()) written.emplace_back(t, wide);
-    widened.emplace_back(std::move(wide));
-  }
-  {
-    const ComposedOpScope composed;
-    op.callBoxed(&widened);
-  }
-  for (auto& [argument, wide] : written) {
-    if (argument.sizes() != wide.sizes()) argument.resize_(wide.sizes());  // out=, resized by the op
-    argument.copy_(wide);
-  }
-  torch::jit::drop(*stack, args.size());
-  for (auto& r : widened) {
-    if (!r.isTensor() || !r.toTensor().defined()) {
-      stack->push_back(std::move(r));
-      continue;
-    }
-    at::Tensor t = r.toTensor();
-    const auto it = std::find_if(written.begin(), written.end(), [&](const auto& w) { return w.second.is_same(t); });
-    if (it != written.end()) stack->emplace_back(it->first);
-    else stack->emplace_back(t.scalar_type() == at::kFloat ? t.to(*narrow) : t);
-  }
-  return true;
+  const ComposedOpScope composed;
+  return run_in_wider_dtype(op, stack);
 }
 
 }  // namespace openneuron::integration
